@@ -1,0 +1,32 @@
+# Each target is one line you can run by hand. `make test` is what CI runs.
+GO      ?= go
+WRANGLER = npx --no-install wrangler
+
+.PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
+
+test:
+	$(GO) vet ./... && $(GO) test -race -count=1 ./... && cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./window ./limiter ./kvstore/... && cd bench && $(GO) test -run '^$$' -bench . -benchmem ./...
+
+run:
+	$(GO) run ./cmd/slidegate serve --config examples/config.json --listen 127.0.0.1:8080 --demo-origin
+
+accuracy:
+	$(GO) run ./cmd/accuracy -out docs
+
+build-edge:
+	$(GO) run github.com/syumai/workers/cmd/workers-assets-gen -mode=go && GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o build/app.wasm ./edge
+
+dev-edge:
+	WRANGLER_SEND_METRICS=false $(WRANGLER) dev --ip 127.0.0.1 --port 8787
+
+deploy-edge:
+	WRANGLER_SEND_METRICS=false $(WRANGLER) deploy
+
+build-lambda:
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/lambda/bootstrap ./lambda
+
+deploy-lambda:
+	sam build && sam deploy --guided

@@ -1,0 +1,66 @@
+// Package kvstore is the contract between slidegate's limiter and the places
+// that keep its counters: an in-memory map, a DynamoDB table, Workers KV.
+//
+// A counter is named by an identity (a hashed API key, a client IP) and a
+// Slot (a rule's bucket). Counters only grow within their bucket, so any
+// value a store has seen is a lower bound of the true one: stores may serve
+// Load from a cache, and the limiter treats a denial on loaded counts as
+// final.
+//
+// Every backend lives in its own package and runs the conformance suite in
+// kvstore/storetest from its tests.
+package kvstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/slidegate/slidegate/window"
+)
+
+// Slot names one counter of an identity: one bucket of one rule.
+type Slot struct {
+	Name   string        // the rule's name; unique among an identity's rules
+	Bucket int64         // window.Index(t, Length)
+	Length time.Duration // bucket length (the rule's period)
+}
+
+// Expires returns the instant after which the slot can no longer be read:
+// the end of the bucket after it, when it stops being the previous bucket.
+func (s Slot) Expires() time.Time { return window.Start(s.Bucket+2, s.Length) }
+
+// Store keeps counters. Load and Add are safe for concurrent use.
+//
+// An error from a Store means the backend failed; it never means a request
+// is denied.
+type Store interface {
+	// Load sets counts[i] to the count of slots[i], zero when missing. The
+	// values may come from a cache but never exceed the true counts.
+	// len(counts) must equal len(slots).
+	Load(ctx context.Context, id string, slots []Slot, counts []int64) error
+	// Add adds costs[i] to slots[i], unconditionally. A store that cannot
+	// write atomically (Workers KV) counts in memory at once and writes
+	// behind; a negative cost undoes an earlier add.
+	Add(ctx context.Context, id string, slots []Slot, costs []int64) error
+}
+
+// Cond is one clause of a conditional add: the count of Slot must be at most
+// Max for the add to happen, and then Add is added to it.
+type Cond struct {
+	Slot
+	Max int64
+	Add int64
+}
+
+// Conditional is a Store that can admit atomically, so that a request is
+// counted if and only if it is admitted, under any concurrency (memory,
+// DynamoDB).
+type Conditional interface {
+	Store
+	// AddIf atomically checks every clause and, when all hold, adds each
+	// clause's Add and reports true with counts[i] set to the count of
+	// conds[i].Slot after the add. When any clause fails it changes nothing
+	// and reports false with counts[i] set to the current counts. A failed
+	// condition is not an error. len(counts) must equal len(conds).
+	AddIf(ctx context.Context, id string, conds []Cond, counts []int64) (bool, error)
+}

@@ -1,0 +1,208 @@
+package window
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"time"
+)
+
+// Never is the RetryAfter of a request that no amount of waiting admits:
+// its cost is larger than the rule's limit.
+const Never = time.Duration(math.MaxInt64)
+
+// MinPeriod is the shortest period a Rule may have.
+const MinPeriod = time.Second
+
+// Errors returned by Rule.Validate, wrapped with the rule's name and value.
+var (
+	ErrLimit  = errors.New("limit must be greater than 0")
+	ErrPeriod = errors.New("period must be at least 1s")
+	ErrName   = errors.New("name must not be empty")
+)
+
+// Rule admits at most Limit units of cost in any window of one Period,
+// estimated from two epoch-aligned buckets of length Period.
+//
+// The zero Rule is invalid; call Validate before use. A Rule is a value and
+// safe for concurrent use.
+type Rule struct {
+	Name   string        // names the rule in headers and errors ("minute")
+	Limit  int64         // units of cost admitted per Period; > 0
+	Period time.Duration // window length; >= MinPeriod
+}
+
+// Validate reports whether r can be used.
+func (r Rule) Validate() error {
+	switch {
+	case r.Name == "":
+		return fmt.Errorf("window: rule: %w", ErrName)
+	case r.Limit <= 0:
+		return fmt.Errorf("window: rule %q: %w, got %d", r.Name, ErrLimit, r.Limit)
+	case r.Period < MinPeriod:
+		return fmt.Errorf("window: rule %q: %w, got %s", r.Name, ErrPeriod, r.Period)
+	}
+	return nil
+}
+
+// Index returns the index of the bucket of length d that holds t. Buckets
+// are aligned to the Unix epoch, so every node agrees on their boundaries
+// without coordination. d must be positive.
+func Index(t time.Time, d time.Duration) int64 {
+	i, _ := split(t.UnixNano(), int64(d))
+	return i
+}
+
+// Start returns the instant bucket i of length d begins.
+func Start(i int64, d time.Duration) time.Time {
+	return time.Unix(0, i*int64(d))
+}
+
+// split returns floor(n/d) and n - floor(n/d)*d, which lies in [0, d).
+func split(n, d int64) (int64, int64) {
+	q, m := n/d, n%d
+	if m < 0 {
+		q--
+		m += d
+	}
+	return q, m
+}
+
+// Decision is the answer to one request against one rule, or the deciding
+// answer of several rules (see Combine). It is a value: copying is cheap.
+type Decision struct {
+	Allowed bool
+	Rule    string        // name of the rule that decided
+	Limit   int64         // the rule's limit
+	Period  time.Duration // the rule's period
+	// Used is the estimate after the decision: it includes the request's
+	// cost only when the request was admitted.
+	Used int64
+	// Remaining is Limit - Used clamped to [0, Limit]: the cost that would
+	// still be admitted now.
+	Remaining int64
+	// ResetAfter is how long until the estimate is back to zero (the full
+	// Limit available) if nothing else arrives.
+	ResetAfter time.Duration
+	// RetryAfter is zero when Allowed. Otherwise it is the earliest time
+	// after which the same request would be admitted if nothing else
+	// arrived: at now+RetryAfter it is admitted, a nanosecond earlier it is
+	// not. Never when the cost exceeds Limit.
+	RetryAfter time.Duration
+}
+
+// Weighted returns floor(prev × overlap) at now, where overlap is the share
+// of the previous bucket still inside the window that ends at now.
+func (r Rule) Weighted(now time.Time, prev int64) int64 {
+	_, e := split(now.UnixNano(), int64(r.Period))
+	return weighted(prev, int64(r.Period)-e, int64(r.Period))
+}
+
+// Estimate returns floor(prev × overlap) + cur at now.
+func (r Rule) Estimate(now time.Time, prev, cur int64) int64 {
+	return r.Weighted(now, prev) + cur
+}
+
+// Decide decides a request of the given cost at now, where prev and cur are
+// the counts of the previous and the current bucket (Index(now, r.Period)
+// and the one before). A request is admitted iff estimate + cost <= Limit.
+// Decide does not record anything: the caller adds cost to cur when the
+// decision is Allowed.
+func (r Rule) Decide(now time.Time, prev, cur, cost int64) Decision {
+	p := int64(r.Period)
+	_, e := split(now.UnixNano(), p)
+	prev, cur = max(prev, 0), max(cur, 0)
+	est := weighted(prev, p-e, p) + cur
+	d := Decision{Rule: r.Name, Limit: r.Limit, Period: r.Period, Used: est}
+	if cost <= r.Limit && est <= r.Limit-cost {
+		d.Allowed = true
+		d.Used += cost
+		cur += cost
+	} else {
+		d.RetryAfter = wait(prev, cur, e, p, r.Limit-cost)
+	}
+	d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+	d.ResetAfter = wait(prev, cur, e, p, 0)
+	return d
+}
+
+// Wait returns how long after now the estimate of the given counts falls to
+// at most bound if nothing else arrives; Never when bound is negative.
+// Decide uses it for RetryAfter (bound = Limit - cost) and ResetAfter
+// (bound = 0).
+func (r Rule) Wait(now time.Time, prev, cur, bound int64) time.Duration {
+	p := int64(r.Period)
+	_, e := split(now.UnixNano(), p)
+	return wait(max(prev, 0), max(cur, 0), e, p, bound)
+}
+
+// weighted returns floor(n × x / p) for 0 <= x <= p without overflow.
+func weighted(n, x, p int64) int64 {
+	if n <= 0 || x <= 0 {
+		return 0
+	}
+	hi, lo := bits.Mul64(uint64(n), uint64(x))
+	q, _ := bits.Div64(hi, lo, uint64(p)) // hi < p because x <= p
+	return int64(q)
+}
+
+// span returns the largest x in [0, p] with floor(n × x / p) <= room:
+// how much of the previous bucket may still overlap the window for its
+// weighted count to stay within room.
+func span(n, room, p int64) int64 {
+	if n <= room {
+		return p
+	}
+	// n×x < (room+1)×p  ⟺  x <= ((room+1)×p - 1) / n
+	hi, lo := bits.Mul64(uint64(room+1), uint64(p))
+	lo, borrow := bits.Sub64(lo, 1, 0)
+	hi -= borrow
+	q, _ := bits.Div64(hi, lo, uint64(n)) // hi < n because room+1 <= n
+	return int64(q)
+}
+
+// wait returns the time after elapsed e (in [0, p)) of the current bucket at
+// which floor(prev × overlap) + cur first drops to at most bound, knowing
+// that at the next boundary prev becomes cur and cur becomes 0.
+func wait(prev, cur, e, p, bound int64) time.Duration {
+	if bound < 0 {
+		return Never
+	}
+	if room := bound - cur; room >= 0 {
+		if t := p - span(prev, room, p); t > e {
+			return time.Duration(t - e)
+		}
+		return 0
+	}
+	// Not within this bucket: in the next one, cur is the previous bucket.
+	return time.Duration((p - e) + (p - span(cur, bound, p)))
+}
+
+// Combine returns the deciding decision of several rules that judged the
+// same request: when any denied, the denial with the longest RetryAfter
+// (the request is admitted only once every rule admits it); otherwise the
+// admission with the least Remaining (the rule closest to its limit). Ties
+// go to the earlier rule. Combine of no decisions is an allowed zero
+// Decision.
+func Combine(ds []Decision) Decision {
+	if len(ds) == 0 {
+		return Decision{Allowed: true}
+	}
+	best := ds[0]
+	for _, d := range ds[1:] {
+		switch {
+		case best.Allowed && !d.Allowed:
+			best = d
+		case !best.Allowed && !d.Allowed:
+			if d.RetryAfter > best.RetryAfter {
+				best = d
+			}
+		case best.Allowed && d.Allowed:
+			if d.Remaining < best.Remaining {
+				best = d
+			}
+		}
+	}
+	return best
+}
