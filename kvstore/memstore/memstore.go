@@ -1,0 +1,225 @@
+// Package memstore is slidegate's embedded counter store: exact and atomic,
+// sharded across cores, bounded in memory. It is the default of the local
+// server, the local-scope counters of the Lambda, and the reference backend
+// for tests.
+package memstore
+
+import (
+	"context"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// shardCount spreads identities over independently locked maps; a power of
+// two well above the core count keeps lock contention rare.
+const shardCount = 256
+
+// sweepEvery is how much observed time passes between two sweeps of a shard.
+const sweepEvery = int64(time.Second)
+
+var _ kvstore.Conditional = (*Store)(nil)
+
+// Store keeps counters in process memory. The zero value is not usable; call
+// New. A Store is safe for concurrent use.
+//
+// Memory is bounded by the live identities: a counter is dropped once the
+// store has seen, for any identity in the same shard, a bucket that starts
+// at or after the counter's Slot.Expires (two periods after its bucket
+// began). The store reads no clock; bucket starts are its time.
+type Store struct {
+	seed   maphash.Seed
+	shards [shardCount]shard
+}
+
+type shard struct {
+	mu        sync.Mutex
+	m         map[string]*entry
+	now       int64 // latest bucket start seen, Unix nanoseconds
+	nextSweep int64
+	_         [32]byte // keep shards on separate cache lines
+}
+
+// entry holds every counter of one identity, so that all of its rules are
+// decided under one lock. An identity has few rules: a slice beats a map.
+type entry struct {
+	cells []cell
+}
+
+type cell struct {
+	name   string
+	length time.Duration
+	bucket int64
+	count  int64
+}
+
+// New returns an empty Store.
+func New() *Store {
+	s := &Store{seed: maphash.MakeSeed()}
+	for i := range s.shards {
+		s.shards[i].m = make(map[string]*entry)
+	}
+	return s
+}
+
+func (s *Store) shard(id string) *shard {
+	return &s.shards[maphash.String(s.seed, id)&(shardCount-1)]
+}
+
+// Load implements kvstore.Store. It never fails.
+func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	e := sh.m[id]
+	for i, sl := range slots {
+		counts[i] = e.count(sl)
+	}
+	sh.mu.Unlock()
+	return nil
+}
+
+// Add implements kvstore.Store. It never fails.
+func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	e := sh.entry(id)
+	for i, sl := range slots {
+		if costs[i] != 0 {
+			e.cell(sl).count += costs[i]
+		}
+	}
+	sh.observe(slots)
+	sh.mu.Unlock()
+	return nil
+}
+
+// AddIf implements kvstore.Conditional. It never fails.
+func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[id]
+	ok := true
+	for i, c := range conds {
+		counts[i] = e.count(c.Slot)
+		if counts[i] > c.Max {
+			ok = false
+		}
+	}
+	if !ok {
+		return false, nil
+	}
+	if e == nil {
+		e = sh.entry(id)
+	}
+	for i, c := range conds {
+		if c.Add != 0 {
+			cl := e.cell(c.Slot)
+			cl.count += c.Add
+			counts[i] = cl.count
+		}
+	}
+	for _, c := range conds {
+		sh.observeSlot(c.Slot)
+	}
+	sh.sweep()
+	return true, nil
+}
+
+// Len returns the number of identities held, for tests and metrics.
+func (s *Store) Len() int {
+	n := 0
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		n += len(sh.m)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func (sh *shard) entry(id string) *entry {
+	e := sh.m[id]
+	if e == nil {
+		e = &entry{}
+		sh.m[strings.Clone(id)] = e
+	}
+	return e
+}
+
+func (sh *shard) observe(slots []kvstore.Slot) {
+	for _, sl := range slots {
+		sh.observeSlot(sl)
+	}
+	sh.sweep()
+}
+
+func (sh *shard) observeSlot(sl kvstore.Slot) {
+	if t := sl.Bucket * int64(sl.Length); t > sh.now {
+		sh.now = t
+	}
+}
+
+// sweep drops expired counters and empty identities, at most once per
+// sweepEvery of observed time, so its cost is spread over many calls.
+func (sh *shard) sweep() {
+	if sh.now < sh.nextSweep {
+		return
+	}
+	sh.nextSweep = sh.now + sweepEvery
+	for id, e := range sh.m {
+		live := e.cells[:0]
+		for _, c := range e.cells {
+			if window.Start(c.bucket+2, c.length).UnixNano() > sh.now {
+				live = append(live, c)
+			}
+		}
+		clear(e.cells[len(live):])
+		e.cells = live
+		if len(live) == 0 {
+			delete(sh.m, id)
+		}
+	}
+}
+
+func (e *entry) count(sl kvstore.Slot) int64 {
+	if e == nil {
+		return 0
+	}
+	for i := range e.cells {
+		if c := &e.cells[i]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
+			return c.count
+		}
+	}
+	return 0
+}
+
+// cell returns the counter of sl, reusing a cell of the same rule that can no
+// longer be read (older than the previous bucket) so that rolling buckets
+// over allocates nothing.
+func (e *entry) cell(sl kvstore.Slot) *cell {
+	free := -1
+	for i := range e.cells {
+		c := &e.cells[i]
+		if c.name != sl.Name || c.length != sl.Length {
+			continue
+		}
+		if c.bucket == sl.Bucket {
+			return c
+		}
+		if c.bucket < sl.Bucket-1 {
+			free = i
+		}
+	}
+	if free < 0 {
+		e.cells = append(e.cells, cell{name: sl.Name, length: sl.Length})
+		free = len(e.cells) - 1
+	}
+	c := &e.cells[free]
+	c.bucket, c.count = sl.Bucket, 0
+	return c
+}

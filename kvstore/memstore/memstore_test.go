@@ -1,0 +1,96 @@
+package memstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/storetest"
+	"github.com/slidegate/slidegate/window"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) kvstore.Store { return New() })
+}
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func minuteSlot(t time.Time) kvstore.Slot {
+	return kvstore.Slot{Name: "minute", Bucket: window.Index(t, time.Minute), Length: time.Minute}
+}
+
+func TestEvictsAfterTwoPeriods(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	// Many identities in the same period, so every shard holds some.
+	ids := make([]string, 2000)
+	for i := range ids {
+		ids[i] = "id-" + string(rune('a'+i%26)) + time.Duration(i).String()
+		if err := s.Add(ctx, ids[i], []kvstore.Slot{minuteSlot(t0)}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := s.Len(), len(ids); got != want {
+		t.Fatalf("Len = %d, want %d", got, want)
+	}
+	// One minute later the counters are the previous bucket: still readable.
+	for _, id := range ids {
+		_ = s.Add(ctx, id+"-later", []kvstore.Slot{minuteSlot(t0.Add(time.Minute))}, []int64{1})
+	}
+	counts := []int64{0}
+	if err := s.Load(ctx, ids[0], []kvstore.Slot{minuteSlot(t0)}, counts); err != nil || counts[0] != 1 {
+		t.Fatalf("previous bucket after one period = %d, %v; want 1", counts[0], err)
+	}
+	// Two minutes later they can no longer be read and are dropped, as are
+	// the identities they belonged to.
+	for _, id := range ids {
+		_ = s.Add(ctx, id+"-much-later", []kvstore.Slot{minuteSlot(t0.Add(2 * time.Minute))}, []int64{1})
+	}
+	if got, want := s.Len(), 2*len(ids); got != want {
+		t.Errorf("Len after two periods = %d, want %d (only the newer identities)", got, want)
+	}
+}
+
+func TestRollOverReusesCells(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	counts := make([]int64, 2)
+	now := t0
+	step := func() {
+		prev, cur := minuteSlot(now.Add(-time.Minute)), minuteSlot(now)
+		if _, err := s.AddIf(ctx, "k", []kvstore.Cond{{Slot: prev, Max: 1 << 40}, {Slot: cur, Max: 1 << 40, Add: 1}}, counts); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+	}
+	for range 3 {
+		step()
+	}
+	if allocs := testing.AllocsPerRun(100, step); allocs != 0 {
+		t.Errorf("AddIf across bucket roll-overs allocates %.1f per call, want 0", allocs)
+	}
+	e := s.shard("k").m["k"]
+	if got := len(e.cells); got > 3 {
+		t.Errorf("identity holds %d cells after 100 roll-overs, want at most 3", got)
+	}
+}
+
+func TestBackwardsSlotKeepsNewer(t *testing.T) {
+	// A node whose clock is behind writes into an older bucket: the newer
+	// counters must survive.
+	ctx := context.Background()
+	s := New()
+	mustAdd := func(tm time.Time, n int64) {
+		if err := s.Add(ctx, "k", []kvstore.Slot{minuteSlot(tm)}, []int64{n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAdd(t0.Add(2*time.Minute), 5)
+	mustAdd(t0, 7)
+	counts := make([]int64, 2)
+	_ = s.Load(ctx, "k", []kvstore.Slot{minuteSlot(t0), minuteSlot(t0.Add(2 * time.Minute))}, counts)
+	if counts[0] != 7 || counts[1] != 5 {
+		t.Errorf("counts = %v, want [7 5]", counts)
+	}
+}
