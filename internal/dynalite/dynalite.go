@@ -1,0 +1,236 @@
+package dynalite
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// binPath is where npm ci puts dynalite's command, relative to the module root.
+var binPath = filepath.Join("node_modules", ".bin", "dynalite")
+
+// readyTimeout bounds how long a start waits for the listening line.
+const readyTimeout = 15 * time.Second
+
+// Errors returned by Find and Start.
+var (
+	ErrNotFound = errors.New("dynalite: node_modules/.bin/dynalite not found (run npm ci)")
+	ErrRunning  = errors.New("dynalite: server already running")
+	ErrStopped  = errors.New("dynalite: server not running")
+)
+
+// Find returns the path of node_modules/.bin/dynalite in the working
+// directory or the nearest directory above it that has one (tests run in
+// their package's directory; the module root holds node_modules).
+func Find() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("dynalite: working directory: %w", err)
+	}
+	for {
+		p := filepath.Join(dir, binPath)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
+			return p, nil
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", ErrNotFound
+		}
+		dir = up
+	}
+}
+
+// Server is one dynalite process. Its methods are safe for concurrent use.
+type Server struct {
+	// Endpoint is the server's base URL, "http://127.0.0.1:PORT". It stays
+	// the same across Stop and Restart.
+	Endpoint string
+
+	bin  string
+	port int
+	dir  string // LevelDB data directory
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// Start finds dynalite, starts it on a free 127.0.0.1 port with its data in
+// dir and waits until it listens. A port taken between choosing and binding
+// is retried with another one.
+func Start(dir string) (*Server, error) {
+	bin, err := Find()
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port, dir: dir}
+		err = s.Restart()
+		if err == nil {
+			return s, nil
+		}
+		if attempt == 2 {
+			return nil, err
+		}
+	}
+}
+
+// freePort asks the kernel for a port that is free now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("dynalite: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Restart starts the server again on its port and data directory after Stop
+// and waits until it listens.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd != nil {
+		return ErrRunning
+	}
+	cmd := exec.Command(s.bin,
+		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port), "--path", s.dir,
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("dynalite: stdout: %w", err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("dynalite: start %s: %w", s.bin, err)
+	}
+	ready := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		signalled := false
+		for sc.Scan() {
+			if !signalled && strings.HasPrefix(sc.Text(), "Dynalite listening at") {
+				close(ready)
+				signalled = true
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	exited := make(chan error, 1)
+	go func() {
+		exited <- cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-ready:
+		s.cmd, s.done = cmd, done
+		return nil
+	case err := <-exited:
+		return fmt.Errorf("dynalite: exited before listening on %s: %v: %s", s.Endpoint, err, strings.TrimSpace(stderr.String()))
+	case <-time.After(readyTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("dynalite: not listening on %s after %s", s.Endpoint, readyTimeout)
+	}
+}
+
+// Stop kills the server and waits for it to exit. Data written before Stop
+// is kept in the data directory for Restart.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return ErrStopped
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd, s.done = nil, nil
+	return nil
+}
+
+// limitedWriter keeps the first n bytes written to it.
+type limitedWriter struct {
+	w io.Writer
+	n int
+}
+
+func (l *limitedWriter) Write(p []byte) (int, error) {
+	if l.n > 0 {
+		k := min(len(p), l.n)
+		l.n -= k
+		_, _ = l.w.Write(p[:k])
+	}
+	return len(p), nil
+}
+
+// Run starts a server for t in a temporary directory and stops it when t
+// ends. When dynalite is missing, t fails if CI is "true" and is skipped
+// otherwise.
+func Run(t testing.TB) *Server {
+	t.Helper()
+	s, err := Start(t.TempDir())
+	if err != nil {
+		fatalOrSkip(t, err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+func fatalOrSkip(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNotFound) && os.Getenv("CI") != "true" {
+		t.Skipf("%v; skipping outside CI", err)
+	}
+	t.Fatal(err)
+}
+
+// shared is the server of Shared, one per test binary.
+var shared struct {
+	once sync.Once
+	srv  *Server
+	dir  string
+	err  error
+}
+
+// Shared returns one server for the whole test binary, started on first use.
+// Call StopShared from TestMain after m.Run. When dynalite is missing, t
+// fails if CI is "true" and is skipped otherwise.
+func Shared(t testing.TB) *Server {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.dir, shared.err = os.MkdirTemp("", "dynalite-")
+		if shared.err == nil {
+			shared.srv, shared.err = Start(shared.dir)
+		}
+	})
+	if shared.err != nil {
+		fatalOrSkip(t, shared.err)
+	}
+	return shared.srv
+}
+
+// StopShared stops the server Shared started, if any, and removes its data.
+func StopShared() {
+	if shared.srv != nil {
+		_ = shared.srv.Stop()
+	}
+	if shared.dir != "" {
+		_ = os.RemoveAll(shared.dir)
+	}
+}
