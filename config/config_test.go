@@ -1,0 +1,272 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestInvalidFixtures parses every testdata/invalid/NAME.json and expects
+// exactly the message in NAME.err.
+func TestInvalidFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 40 {
+		t.Fatalf("found %d fixtures, want at least 40", len(files))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		t.Run(name, func(t *testing.T) {
+			doc, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(strings.TrimSuffix(f, ".json") + ".err")
+			if err != nil {
+				t.Fatalf("every fixture needs its message: %v", err)
+			}
+			c, err := Parse(doc)
+			if err == nil {
+				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			if got, want := err.Error(), strings.TrimSpace(string(want)); got != want {
+				t.Errorf("error\n got %s\nwant %s", got, want)
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("error %T is not a *FieldError", err)
+			}
+		})
+	}
+}
+
+func TestErrorKinds(t *testing.T) {
+	tests := []struct {
+		fixture string
+		kind    error
+	}{
+		{"unknown_field", ErrUnknownField},
+		{"wrong_type_limit", ErrType},
+		{"syntax_error", ErrSyntax},
+		{"zero_window", ErrRange},
+		{"bad_window", ErrDuration},
+		{"duplicate_limit_name", ErrDuplicate},
+		{"unknown_default_plan", ErrNoPlan},
+		{"bad_api_key_hash", ErrKeyHash},
+		{"too_many_limits", ErrTooMany},
+		{"cost_above_limit", ErrCost},
+		{"bad_on_store_error", ErrValue},
+		{"empty_plans", ErrEmpty},
+		{"bad_limit_name", ErrName},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			doc, err := os.ReadFile("testdata/invalid/" + tt.fixture + ".json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Parse(doc); !errors.Is(err, tt.kind) {
+				t.Errorf("Parse error %v does not match %v", err, tt.kind)
+			}
+		})
+	}
+}
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][2]int64{"free": {60, 10_000}, "pro": {600, 100_000}, "enterprise": {6_000, 1_000_000}}
+	if got := len(c.Plans); got != len(want) {
+		t.Fatalf("%d plans, want %d", got, len(want))
+	}
+	for name, lim := range want {
+		p, ok := c.Plans[name]
+		if !ok {
+			t.Fatalf("no plan %q", name)
+		}
+		if len(p.Limits) != 2 {
+			t.Fatalf("plan %q has %d limits", name, len(p.Limits))
+		}
+		for i, w := range []struct {
+			name   string
+			period time.Duration
+		}{{"minute", time.Minute}, {"day", 24 * time.Hour}} {
+			l := p.Limits[i]
+			if l.Name != w.name || l.Limit != lim[i] || l.Period() != w.period || l.IsLocal() {
+				t.Errorf("plan %q limit %d = %+v, want %s %d per %s shared", name, i, l, w.name, lim[i], w.period)
+			}
+		}
+	}
+	if c.DefaultPlan != "free" || c.OnStoreError != "allow" || c.Timeout() != 50*time.Millisecond ||
+		c.Identity.IPv6Prefix != 64 || !reflect.DeepEqual(c.Identity.Headers, []string{"X-API-Key", "Authorization"}) {
+		t.Errorf("defaults not filled: %+v", c)
+	}
+}
+
+func TestParseEmptyIsDefault(t *testing.T) {
+	for _, doc := range []string{"", "  \n", "{}", `{"plans": null}`} {
+		c, err := Parse([]byte(doc))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", doc, err)
+		}
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("Parse(%q) = %+v, want Default()", doc, c)
+		}
+	}
+}
+
+func TestParseExample(t *testing.T) {
+	doc, err := os.ReadFile("../examples/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.APIKeys["7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36"], "pro"; got != want {
+		t.Errorf("api key plan = %q, want %q", got, want)
+	}
+	if got, want := c.Plans["free"].UpgradeURL, "https://example.com/upgrade"; got != want {
+		t.Errorf("upgrade_url = %q, want %q", got, want)
+	}
+	if l := c.IPLimits[0]; l.Name != "ip-second" || l.Limit != 50 || l.Period() != time.Second || !l.IsLocal() {
+		t.Errorf("ip_limits[0] = %+v", l)
+	}
+	if r := c.Costs[0]; r.Method != "POST" || r.PathPrefix != "/v1/search" || r.Cost != 5 {
+		t.Errorf("costs[0] = %+v", r)
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	tests := []struct {
+		name  string
+		doc   string
+		check func(t *testing.T, c *Config)
+	}{
+		{"empty headers mean IP only", `{"identity": {"headers": []}}`, func(t *testing.T, c *Config) {
+			if c.Identity.Headers == nil || len(c.Identity.Headers) != 0 {
+				t.Errorf("headers = %#v, want empty non-nil", c.Identity.Headers)
+			}
+		}},
+		{"trusted proxies parse as IPs and CIDRs", `{"identity": {"trusted_proxies": ["10.0.0.1", "192.168.0.0/16", "2001:db8::/32", "::ffff:172.16.0.0/108"]}}`, func(t *testing.T, c *Config) {
+			var got []string
+			for _, p := range c.Identity.Prefixes() {
+				got = append(got, p.String())
+			}
+			want := []string{"10.0.0.1/32", "192.168.0.0/16", "2001:db8::/32", "172.16.0.0/12"}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("prefixes = %v, want %v", got, want)
+			}
+		}},
+		{"store timeout", `{"store_timeout": "250ms", "on_store_error": "deny"}`, func(t *testing.T, c *Config) {
+			if c.Timeout() != 250*time.Millisecond || !c.DenyOnStoreError() {
+				t.Errorf("timeout %v deny %v", c.Timeout(), c.DenyOnStoreError())
+			}
+		}},
+		{"cost equal to the smallest limit", `{"costs": [{"path_prefix": "/", "cost": 60}]}`, func(t *testing.T, c *Config) {
+			if c.Costs[0].Cost != 60 {
+				t.Errorf("cost = %d", c.Costs[0].Cost)
+			}
+		}},
+		{"scope defaults to shared", `{"ip_limits": [{"name": "ip", "limit": 10, "window": "1s"}]}`, func(t *testing.T, c *Config) {
+			if c.IPLimits[0].Scope != ScopeShared {
+				t.Errorf("scope = %q", c.IPLimits[0].Scope)
+			}
+		}},
+		{"eight limits", `{"plans": {"free": {"limits": [` + strings.TrimSuffix(strings.Repeat(`{"name": "x", "limit": 1, "window": "1s"},`, 8), ",") + `]}}}`, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := tt.doc
+			if tt.check == nil {
+				// The eight limits need distinct names.
+				for i := range 8 {
+					doc = strings.Replace(doc, `"x"`, `"r`+string(rune('0'+i))+`"`, 1)
+				}
+			}
+			c, err := Parse([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.check != nil {
+				tt.check(t, c)
+			}
+		})
+	}
+}
+
+// TestValidateZeroFields checks that a Config built in code may leave
+// defaulted fields zero, and that Validate does not modify it.
+func TestValidateZeroFields(t *testing.T) {
+	c := &Config{Plans: map[string]Plan{"free": {Limits: []Limit{{Name: "minute", Limit: 10, Window: "1m"}}}}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.DefaultPlan != "" || c.StoreTimeout != "" || c.Identity.Headers != nil || c.Plans["free"].Limits[0].Scope != "" {
+		t.Errorf("Validate modified the config: %+v", c)
+	}
+	d := c.WithDefaults()
+	if d.DefaultPlan != "free" || d.StoreTimeout != "50ms" || d.Plans["free"].Limits[0].Scope != ScopeShared {
+		t.Errorf("WithDefaults = %+v", d)
+	}
+	if c.Plans["free"].Limits[0].Scope != "" {
+		t.Error("WithDefaults modified the original")
+	}
+	bad := &Config{Plans: map[string]Plan{"free": {Limits: []Limit{{Name: "minute", Limit: 10, Window: "1m"}}}}, OnStoreError: "maybe"}
+	if err := bad.Validate(); err == nil || err.Error() != `config: on_store_error: "maybe": must be "allow" or "deny"` {
+		t.Errorf("Validate = %v", err)
+	}
+}
+
+func TestParseTooLarge(t *testing.T) {
+	doc := make([]byte, MaxSize+1)
+	_, err := Parse(doc)
+	if !errors.Is(err, ErrRange) {
+		t.Errorf("Parse of %d bytes = %v, want ErrRange", len(doc), err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("testdata/invalid/*.json")
+	files = append(files, "../examples/config.json")
+	for _, name := range files {
+		if doc, err := os.ReadFile(name); err == nil {
+			f.Add(doc)
+		}
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, err := Parse(doc)
+		if err != nil {
+			if c != nil {
+				t.Fatal("Parse returned a config with an error")
+			}
+			if !strings.HasPrefix(err.Error(), "config: ") {
+				t.Fatalf("error without package prefix: %v", err)
+			}
+			return
+		}
+		// A parsed configuration is valid and holds its defaults.
+		if err := c.Validate(); err != nil {
+			t.Fatalf("parsed config does not validate: %v", err)
+		}
+		if _, ok := c.Plans[c.DefaultPlan]; !ok {
+			t.Fatalf("default plan %q missing", c.DefaultPlan)
+		}
+		for _, p := range c.Plans {
+			for _, l := range p.Limits {
+				if l.Period() < time.Second || l.Limit < 1 {
+					t.Fatalf("invalid limit accepted: %+v", l)
+				}
+			}
+		}
+	})
+}

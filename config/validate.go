@@ -1,0 +1,227 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/window"
+)
+
+// MaxRules is the most limits a plan (or ip_limits) may have: what one
+// limiter call judges.
+const MaxRules = 8
+
+// MaxLimit is the largest Limit: the largest integer an HTTP structured
+// field (RFC 9651) can carry, since it is sent in RateLimit-Policy.
+const MaxLimit = 999_999_999_999_999
+
+// Validate reports the first problem with c as a *FieldError, or nil.
+// Zero fields are judged as their defaults. Plans are checked in name order,
+// so the same configuration always reports the same error.
+func (c *Config) Validate() error {
+	c = c.WithDefaults()
+	if len(c.Plans) == 0 {
+		return &FieldError{Field: "plans", Value: "{}", Err: because(ErrEmpty, "must define at least one plan")}
+	}
+	names := planNames(c)
+	// Names used by ip_limits, so a plan cannot reuse one: both can judge
+	// one request and share one set of headers and one IP identity.
+	ipNames := map[string]string{}
+	if err := checkLimits("ip_limits", c.IPLimits, false, ipNames, nil); err != nil {
+		return err
+	}
+	smallest, smallestAt := int64(MaxLimit)+1, ""
+	for i, l := range c.IPLimits {
+		if l.Limit < smallest {
+			smallest, smallestAt = l.Limit, fmt.Sprintf("ip_limits[%d]", i)
+		}
+	}
+	for _, name := range names {
+		path := "plans." + name
+		if !validName(name) {
+			return &FieldError{Field: "plans", Value: quote(name), Err: because(ErrName, "plan names must be 1 to 64 characters of A-Z a-z 0-9 . _ -")}
+		}
+		p := c.Plans[name]
+		if err := checkLimits(path+".limits", p.Limits, true, map[string]string{}, ipNames); err != nil {
+			return err
+		}
+		for i, l := range p.Limits {
+			if l.Limit < smallest {
+				smallest, smallestAt = l.Limit, fmt.Sprintf("%s.limits[%d]", path, i)
+			}
+		}
+		if p.UpgradeURL != "" {
+			u, err := url.Parse(p.UpgradeURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return &FieldError{Field: path + ".upgrade_url", Value: quote(p.UpgradeURL), Err: because(ErrValue, "must be an absolute http or https URL")}
+			}
+		}
+	}
+	if _, ok := c.Plans[c.DefaultPlan]; !ok {
+		return &FieldError{Field: "default_plan", Value: quote(c.DefaultPlan), Err: because(ErrNoPlan, "no such plan (plans: %s)", strings.Join(names, ", "))}
+	}
+	keys := make([]string, 0, len(c.APIKeys))
+	for k := range c.APIKeys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		if !isHash(k) {
+			return &FieldError{Field: "api_keys", Value: quote(k), Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
+		}
+		if plan := c.APIKeys[k]; !slices.Contains(names, plan) {
+			return &FieldError{Field: "api_keys." + k, Value: quote(plan), Err: because(ErrNoPlan, "no such plan (plans: %s)", strings.Join(names, ", "))}
+		}
+	}
+	if err := c.Identity.validate(); err != nil {
+		return err
+	}
+	for i, r := range c.Costs {
+		path := fmt.Sprintf("costs[%d]", i)
+		if r.Method != "" && !validMethod(r.Method) {
+			return &FieldError{Field: path + ".method", Value: quote(r.Method), Err: because(ErrValue, "must be an upper-case HTTP method such as POST, or empty for every method")}
+		}
+		if !strings.HasPrefix(r.PathPrefix, "/") {
+			return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "must start with /")}
+		}
+		if r.Cost < 1 {
+			return &FieldError{Field: path + ".cost", Value: num(r.Cost), Err: because(ErrRange, "must be at least 1")}
+		}
+		if r.Cost > smallest {
+			return &FieldError{Field: path + ".cost", Value: num(r.Cost), Err: because(ErrCost, "must be at most %d, the smallest limit that can apply (%s)", smallest, smallestAt)}
+		}
+	}
+	if c.OnStoreError != OnErrorAllow && c.OnStoreError != OnErrorDeny {
+		return &FieldError{Field: "on_store_error", Value: quote(c.OnStoreError), Err: because(ErrValue, "must be \"allow\" or \"deny\"")}
+	}
+	d, err := time.ParseDuration(c.StoreTimeout)
+	if err != nil {
+		return &FieldError{Field: "store_timeout", Value: quote(c.StoreTimeout), Err: because(ErrDuration, "must be a Go duration such as \"50ms\"")}
+	}
+	if d <= 0 {
+		return &FieldError{Field: "store_timeout", Value: quote(c.StoreTimeout), Err: because(ErrRange, "must be positive")}
+	}
+	for _, r := range c.CheckToken {
+		if r <= ' ' || r > '~' {
+			return &FieldError{Field: "check_token", Err: because(ErrValue, "must be printable ASCII without spaces")}
+		}
+	}
+	return nil
+}
+
+// checkLimits validates one list of limits. seen collects names within the
+// list; reserved holds names the list must not reuse (ip_limits' names for
+// a plan), mapped to where they are defined.
+func checkLimits(path string, ls []Limit, required bool, seen, reserved map[string]string) error {
+	if required && len(ls) == 0 {
+		return &FieldError{Field: path, Value: "[]", Err: because(ErrEmpty, "a plan needs at least one limit")}
+	}
+	if len(ls) > MaxRules {
+		return &FieldError{Field: path, Value: fmt.Sprintf("%d limits", len(ls)), Err: because(ErrTooMany, "a plan or ip_limits may have at most %d", MaxRules)}
+	}
+	for i, l := range ls {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		if !validName(l.Name) {
+			return &FieldError{Field: at + ".name", Value: quote(l.Name), Err: because(ErrName, "must be 1 to 64 characters of A-Z a-z 0-9 . _ -")}
+		}
+		if prev, ok := seen[l.Name]; ok {
+			return &FieldError{Field: at + ".name", Value: quote(l.Name), Err: because(ErrDuplicate, "duplicate name: also %s", prev)}
+		}
+		if prev, ok := reserved[l.Name]; ok {
+			return &FieldError{Field: at + ".name", Value: quote(l.Name), Err: because(ErrDuplicate, "duplicate name: also %s, and both apply to one request", prev)}
+		}
+		seen[l.Name] = at
+		if l.Limit < 1 || l.Limit > MaxLimit {
+			return &FieldError{Field: at + ".limit", Value: num(l.Limit), Err: because(ErrRange, "must be between 1 and %d", int64(MaxLimit))}
+		}
+		d, err := time.ParseDuration(l.Window)
+		switch {
+		case err != nil:
+			return &FieldError{Field: at + ".window", Value: quote(l.Window), Err: because(ErrDuration, "must be a Go duration such as \"1m\" or \"24h\"")}
+		case d < window.MinPeriod:
+			return &FieldError{Field: at + ".window", Value: quote(l.Window), Err: because(ErrRange, "must be at least 1s")}
+		case d%time.Second != 0:
+			return &FieldError{Field: at + ".window", Value: quote(l.Window), Err: because(ErrRange, "must be a whole number of seconds")}
+		}
+		if l.Scope != "" && l.Scope != ScopeShared && l.Scope != ScopeLocal {
+			return &FieldError{Field: at + ".scope", Value: quote(l.Scope), Err: because(ErrValue, "must be \"shared\" or \"local\"")}
+		}
+	}
+	return nil
+}
+
+func (i Identity) validate() error {
+	for j, h := range i.Headers {
+		if !validToken(h) {
+			return &FieldError{Field: fmt.Sprintf("identity.headers[%d]", j), Value: quote(h), Err: because(ErrValue, "must be an HTTP header name")}
+		}
+	}
+	for j, s := range i.TrustedProxies {
+		if _, err := parsePrefix(s); err != nil {
+			return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "must be an IP address or a CIDR such as 10.0.0.0/8")}
+		}
+	}
+	if i.IPv6Prefix < 1 || i.IPv6Prefix > 128 {
+		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 1 and 128")}
+	}
+	return nil
+}
+
+func planNames(c *Config) []string {
+	names := make([]string, 0, len(c.Plans))
+	for n := range c.Plans {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch b := s[i]; {
+		case b >= 'a' && b <= 'z', b >= 'A' && b <= 'Z', b >= '0' && b <= '9', b == '.', b == '_', b == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func isHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; !(b >= '0' && b <= '9' || b >= 'a' && b <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validToken reports whether s is an RFC 9110 token (a header or method name).
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		b := s[i]
+		if b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(b)) {
+			return false
+		}
+	}
+	return true
+}
+
+func validMethod(s string) bool {
+	return validToken(s) && strings.ToUpper(s) == s
+}
