@@ -88,7 +88,8 @@ type Decision struct {
 	// RetryAfter is zero when Allowed. Otherwise it is the earliest time
 	// after which the same request would be admitted if nothing else
 	// arrived: at now+RetryAfter it is admitted, a nanosecond earlier it is
-	// not. Never when the cost exceeds Limit.
+	// not. Never when the cost exceeds Limit, or when the wait does not fit
+	// in a Duration (only periods over 2^62 ns, 146 years, can need that).
 	RetryAfter time.Duration
 }
 
@@ -99,36 +100,54 @@ func (r Rule) Weighted(now time.Time, prev int64) int64 {
 	return weighted(prev, int64(r.Period)-e, int64(r.Period))
 }
 
-// Estimate returns floor(prev × overlap) + cur at now.
+// Estimate returns floor(prev × overlap) + cur at now, negative counts
+// taken as zero, saturated at math.MaxInt64.
 func (r Rule) Estimate(now time.Time, prev, cur int64) int64 {
-	return r.Weighted(now, prev) + cur
+	p := int64(r.Period)
+	_, e := split(now.UnixNano(), p)
+	est, _ := estimate(max(prev, 0), max(cur, 0), e, p)
+	return est
 }
 
 // Decide decides a request of the given cost at now, where prev and cur are
 // the counts of the previous and the current bucket (Index(now, r.Period)
 // and the one before). A request is admitted iff estimate + cost <= Limit.
-// Decide does not record anything: the caller adds cost to cur when the
-// decision is Allowed.
+// Negative counts and a negative cost count as zero. Decide does not record
+// anything: the caller adds cost to cur when the decision is Allowed.
 func (r Rule) Decide(now time.Time, prev, cur, cost int64) Decision {
 	p := int64(r.Period)
 	_, e := split(now.UnixNano(), p)
-	prev, cur = max(prev, 0), max(cur, 0)
-	est := weighted(prev, p-e, p) + cur
+	prev, cur, cost = max(prev, 0), max(cur, 0), max(cost, 0)
+	est, exact := estimate(prev, cur, e, p)
 	d := Decision{Rule: r.Name, Limit: r.Limit, Period: r.Period, Used: est}
-	if cost <= r.Limit && est <= r.Limit-cost {
+	switch {
+	case cost > r.Limit:
+		d.RetryAfter = Never
+	case exact && est <= r.Limit-cost: // cannot overflow: 0 <= cost <= Limit
 		d.Allowed = true
 		d.Used += cost
 		cur += cost
-	} else {
+	default:
 		d.RetryAfter = wait(prev, cur, e, p, r.Limit-cost)
 	}
-	d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+	d.Remaining = max(min(r.Limit-d.Used, r.Limit), 0)
 	d.ResetAfter = wait(prev, cur, e, p, 0)
 	return d
 }
 
+// estimate returns floor(prev × (p-e) / p) + cur for non-negative counts,
+// or math.MaxInt64 and false when the sum does not fit in an int64.
+func estimate(prev, cur, e, p int64) (int64, bool) {
+	w := weighted(prev, p-e, p)
+	if cur > math.MaxInt64-w {
+		return math.MaxInt64, false
+	}
+	return w + cur, true
+}
+
 // Wait returns how long after now the estimate of the given counts falls to
-// at most bound if nothing else arrives; Never when bound is negative.
+// at most bound if nothing else arrives; Never when bound is negative or
+// the wait does not fit in a Duration. Negative counts count as zero.
 // Decide uses it for RetryAfter (bound = Limit - cost) and ResetAfter
 // (bound = 0).
 func (r Rule) Wait(now time.Time, prev, cur, bound int64) time.Duration {
@@ -176,7 +195,12 @@ func wait(prev, cur, e, p, bound int64) time.Duration {
 		return 0
 	}
 	// Not within this bucket: in the next one, cur is the previous bucket.
-	return time.Duration((p - e) + (p - span(cur, bound, p)))
+	// The sum is up to two periods; it saturates rather than wrap.
+	next, in := p-e, p-span(cur, bound, p)
+	if next > int64(Never)-in {
+		return Never
+	}
+	return time.Duration(next + in)
 }
 
 // Combine returns the deciding decision of several rules that judged the
