@@ -64,3 +64,20 @@ type Conditional interface {
 	// condition is not an error. len(counts) must equal len(conds).
 	AddIf(ctx context.Context, id string, conds []Cond, counts []int64) (bool, error)
 }
+
+// Admitter decides, from the counts of the slots it was given, whether a
+// request is admitted. The limiter implements it.
+type Admitter interface {
+	Admit(counts []int64) bool
+}
+
+// Updater is a Conditional store that can run the decision itself under its
+// own lock: an in-process store (memory, Worker isolate globals), where
+// handing the decision over costs less than a Load followed by an AddIf.
+type Updater interface {
+	Conditional
+	// Update atomically reads the counts of slots into counts, asks a, and
+	// when a admits adds costs[i] to slots[i]. counts keep the values a
+	// saw. It reports what a answered. a must not call the store.
+	Update(ctx context.Context, id string, slots []Slot, counts, costs []int64, a Admitter) (bool, error)
+}

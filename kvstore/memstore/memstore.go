@@ -22,7 +22,7 @@ const shardCount = 256
 // sweepEvery is how much observed time passes between two sweeps of a shard.
 const sweepEvery = int64(time.Second)
 
-var _ kvstore.Conditional = (*Store)(nil)
+var _ kvstore.Updater = (*Store)(nil)
 
 // Store keeps counters in process memory. The zero value is not usable; call
 // New. A Store is safe for concurrent use.
@@ -127,6 +127,30 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 		sh.observeSlot(c.Slot)
 	}
 	sh.sweep()
+	return true, nil
+}
+
+// Update implements kvstore.Updater. It never fails.
+func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
+	sh := s.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[id]
+	for i, sl := range slots {
+		counts[i] = e.count(sl)
+	}
+	if !a.Admit(counts) {
+		return false, nil
+	}
+	if e == nil {
+		e = sh.entry(id)
+	}
+	for i, sl := range slots {
+		if costs[i] != 0 {
+			e.cell(sl).count += costs[i]
+		}
+	}
+	sh.observe(slots)
 	return true, nil
 }
 

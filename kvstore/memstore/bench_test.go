@@ -1,0 +1,122 @@
+package memstore_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// benchAt is the fixed instant every benchmarked call is made at.
+var benchAt = time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+
+// benchSlots are the two counters the limiter reads for one rule: the
+// previous and the current minute.
+var benchSlots = func() []kvstore.Slot {
+	b := window.Index(benchAt, time.Minute)
+	return []kvstore.Slot{
+		{Name: "minute", Bucket: b - 1, Length: time.Minute},
+		{Name: "minute", Bucket: b, Length: time.Minute},
+	}
+}()
+
+// op is one store call on key, with buffers owned by the calling goroutine.
+type op func(s *memstore.Store, key string, counts []int64) error
+
+// BenchmarkStore measures the calls the limiter makes per request on the
+// admitted path (Load of both slots, then an AddIf that always holds), on
+// identities shaped like hashed API keys, with every key known before the
+// timer starts.
+func BenchmarkStore(b *testing.B) {
+	ctx := context.Background()
+	conds := []kvstore.Cond{
+		{Slot: benchSlots[0], Max: math.MaxInt64},
+		{Slot: benchSlots[1], Max: math.MaxInt64, Add: 1},
+	}
+	ops := []struct {
+		name string
+		do   op
+	}{
+		{"load", func(s *memstore.Store, key string, counts []int64) error {
+			return s.Load(ctx, key, benchSlots, counts)
+		}},
+		{"addif", func(s *memstore.Store, key string, counts []int64) error {
+			ok, err := s.AddIf(ctx, key, conds, counts)
+			if err == nil && !ok {
+				err = fmt.Errorf("AddIf(%q) did not apply", key)
+			}
+			return err
+		}},
+	}
+	for _, parallel := range []bool{false, true} {
+		mode := map[bool]string{false: "serial", true: "parallel"}[parallel]
+		for _, n := range []int{1, 10_000} {
+			keys := make([]string, n)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("k:%064x", uint64(i)*0x9e3779b97f4a7c15)
+			}
+			for _, o := range ops {
+				b.Run(fmt.Sprintf("%s/%s/%s", mode, keysName(n), o.name), func(b *testing.B) {
+					s := memstore.New()
+					for _, k := range keys {
+						if _, err := s.AddIf(ctx, k, conds, make([]int64, len(conds))); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportAllocs()
+					if parallel {
+						runParallel(b, s, keys, o.do)
+					} else {
+						runSerial(b, s, keys, o.do)
+					}
+				})
+			}
+		}
+	}
+}
+
+func runSerial(b *testing.B, s *memstore.Store, keys []string, do op) {
+	counts := make([]int64, len(benchSlots))
+	i := 0
+	for b.Loop() {
+		if err := do(s, keys[i], counts); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i == len(keys) {
+			i = 0
+		}
+	}
+}
+
+// runParallel starts each goroutine at its own place in keys so that they
+// do not walk the shards in step.
+func runParallel(b *testing.B, s *memstore.Store, keys []string, do op) {
+	var next atomic.Int64
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		counts := make([]int64, len(benchSlots))
+		i := int(next.Add(7919) % int64(len(keys)))
+		for pb.Next() {
+			if err := do(s, keys[i], counts); err != nil {
+				b.Error(err)
+				return
+			}
+			if i++; i == len(keys) {
+				i = 0
+			}
+		}
+	})
+}
+
+func keysName(n int) string {
+	if n == 1 {
+		return "1key"
+	}
+	return fmt.Sprintf("%dkeys", n)
+}

@@ -1,0 +1,18 @@
+// Package limiter applies slidegate's rules to identities: for each rule it
+// names the bucket slots for now, reads the counters from a kvstore, lets
+// package window decide, records the admitted cost and combines the rules.
+//
+// On a kvstore.Conditional store (memory, DynamoDB) admission and counting
+// are one atomic conditional add across all of an identity's rules, so a
+// request is counted only if every rule admits it, under any concurrency.
+// On a plain store (Workers KV) the limiter reads, decides and records the
+// cost behind the decision.
+//
+// A deny cache answers identities known to be blocked from memory until
+// their RetryAfter, without a store round trip: a blocked client hammering
+// the API costs no store requests (and a failed conditional write to
+// DynamoDB is billed too).
+//
+// The limiter reads no clock: every Check takes now. A clock that steps
+// backwards is held at the newest time seen.
+package limiter

@@ -1,0 +1,386 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// MaxRules is the most rules one Check may apply.
+const MaxRules = 8
+
+// maxAttempts bounds the conditional writes of one decision. A write fails
+// only when another node changed a counter the decision relied on; the
+// store then returns the true counts, so a second attempt nearly always
+// settles it.
+const maxAttempts = 4
+
+// clockSlack is how far the clock must advance before the limiter records
+// it as the newest time seen: it keeps the hot path from writing one shared
+// word on every call.
+const clockSlack = int64(time.Millisecond)
+
+var (
+	ErrRules      = errors.New("limiter: a check needs between 1 and 8 rules")
+	ErrCost       = errors.New("limiter: cost must not be negative")
+	ErrRule       = errors.New("limiter: rule needs a positive limit and period")
+	ErrContention = errors.New("limiter: counters kept changing under the conditional write")
+)
+
+// Rule is a window.Rule with a scope.
+type Rule struct {
+	window.Rule
+	// Local rules are counted in this process (or Worker isolate) only and
+	// never stored: a cheap per-second flood layer in front of the shared
+	// per-key limits.
+	Local bool
+}
+
+// Options configure a Limiter. The zero value is a limiter on a fresh
+// memory store with the deny cache on.
+type Options struct {
+	// Store keeps the shared counters. Nil means memstore.New().
+	Store kvstore.Store
+	// Local keeps the counters of Local rules. Nil means memstore.New().
+	Local kvstore.Conditional
+	// CountDenied records the cost of denied requests too, so that a client
+	// that keeps trying stays blocked (punitive limiting). It turns the deny
+	// cache off: every denied request must reach the store to be counted.
+	CountDenied bool
+	// DisableDenyCache makes every check reach the store. By default an
+	// identity known to be blocked is answered from memory until its
+	// RetryAfter.
+	DisableDenyCache bool
+	// DenyCacheSize bounds the identities the deny cache holds. Zero means
+	// 65536.
+	DenyCacheSize int
+}
+
+// Limiter decides requests against rules, counting admitted cost in a
+// kvstore. It is safe for concurrent use.
+type Limiter struct {
+	shared      stores
+	local       stores
+	countDenied bool
+	deny        *denyCache // nil when off
+	latest      atomic.Int64
+	pool        sync.Pool
+}
+
+// stores is one store seen through each interface it implements, asserted
+// once instead of on every call.
+type stores struct {
+	kvstore.Store
+	cond kvstore.Conditional // nil when the store cannot admit atomically
+	up   kvstore.Updater     // nil when the store cannot decide under its lock
+}
+
+func newStores(s kvstore.Store) stores {
+	st := stores{Store: s}
+	st.cond, _ = s.(kvstore.Conditional)
+	st.up, _ = s.(kvstore.Updater)
+	return st
+}
+
+// Result is the answer to one Check.
+type Result struct {
+	// Decision is the deciding rule's decision (window.Combine of Rules).
+	window.Decision
+	// Rules holds one decision per rule, in the order the rules were given;
+	// N of them are set.
+	Rules [MaxRules]window.Decision
+	N     int
+	// Cached reports that the deny cache answered without the store.
+	Cached bool
+}
+
+// All returns the per-rule decisions.
+func (r *Result) All() []window.Decision { return r.Rules[:r.N] }
+
+// scratch holds the per-call buffers handed to stores; pooled so that a
+// check allocates nothing.
+type scratch struct {
+	idx    [MaxRules]int
+	slots  [2 * MaxRules]kvstore.Slot
+	counts [2 * MaxRules]int64
+	conds  [2 * MaxRules]kvstore.Cond
+	costs  [MaxRules]int64
+	// prev and cur are the counts each rule was decided on, before this
+	// request's cost.
+	prev, cur [MaxRules]int64
+
+	// The request Admit decides, while a kvstore.Updater holds its lock.
+	now   time.Time
+	rules []Rule
+	cost  int64
+	n     int
+}
+
+// Admit implements kvstore.Admitter over the slots group laid out.
+func (sc *scratch) Admit(counts []int64) bool {
+	for k, i := range sc.idx[:sc.n] {
+		r := &sc.rules[i]
+		if r.Estimate(sc.now, counts[2*k], counts[2*k+1]) > r.Limit-sc.cost {
+			return false
+		}
+	}
+	return true
+}
+
+// New returns a Limiter.
+func New(o Options) *Limiter {
+	l := &Limiter{countDenied: o.CountDenied}
+	var shared kvstore.Store = memstore.New()
+	if o.Store != nil {
+		shared = o.Store
+	}
+	var local kvstore.Store = memstore.New()
+	if o.Local != nil {
+		local = o.Local
+	}
+	l.shared, l.local = newStores(shared), newStores(local)
+	if !o.DisableDenyCache && !o.CountDenied {
+		l.deny = newDenyCache(o.DenyCacheSize)
+	}
+	l.pool.New = func() any { return new(scratch) }
+	return l
+}
+
+// Check decides a request of the given cost by identity id at now against
+// rules, and counts its cost if it is admitted. Local rules are decided
+// first; a request denied by any rule is counted by none (unless
+// CountDenied). A cost of zero reads the state without counting.
+//
+// A non-nil error means a store failed or the arguments are invalid; a
+// denial is a Result with Allowed false, never an error.
+func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (Result, error) {
+	var res Result
+	if len(rules) == 0 || len(rules) > MaxRules {
+		return res, ErrRules
+	}
+	if cost < 0 {
+		return res, ErrCost
+	}
+	hasLocal, hasShared := false, false
+	for _, r := range rules {
+		if r.Limit <= 0 || r.Period <= 0 {
+			return res, fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
+		}
+		hasLocal = hasLocal || r.Local
+		hasShared = hasShared || !r.Local
+	}
+	now = l.clock(now)
+	res.N = len(rules)
+	if l.deny != nil && l.deny.answer(id, now, rules, cost, &res) {
+		return res, nil
+	}
+
+	sc := l.pool.Get().(*scratch)
+	defer l.pool.Put(sc)
+
+	allowed := true
+	var err error
+	if hasLocal {
+		allowed, err = l.group(ctx, l.local, now, id, rules, true, cost, true, sc, &res)
+		if err != nil {
+			return res, err
+		}
+	}
+	if hasShared {
+		var ok bool
+		ok, err = l.group(ctx, l.shared, now, id, rules, false, cost, allowed, sc, &res)
+		if err != nil {
+			if hasLocal && allowed {
+				l.undo(ctx, now, id, rules, true, cost, sc)
+			}
+			return res, err
+		}
+		if allowed && !ok && hasLocal {
+			allowed = false
+			if !l.countDenied {
+				l.undo(ctx, now, id, rules, true, cost, sc)
+			}
+		}
+		allowed = allowed && ok
+	}
+	if !allowed && l.countDenied {
+		if err := l.punish(ctx, now, id, rules, cost, sc, &res); err != nil {
+			return res, err
+		}
+	}
+	res.Decision = window.Combine(res.All())
+	if !res.Allowed && l.deny != nil {
+		l.deny.remember(id, now, rules, sc)
+	}
+	return res, nil
+}
+
+// group decides the rules of one scope against a store. When admit is false
+// (an earlier group denied) it only reads and reports.
+func (l *Limiter) group(ctx context.Context, st stores, now time.Time, id string,
+	rules []Rule, local bool, cost int64, admit bool, sc *scratch, res *Result) (bool, error) {
+	n := 0
+	for i, r := range rules {
+		if r.Local != local {
+			continue
+		}
+		b := window.Index(now, r.Period)
+		sc.idx[n] = i
+		sc.slots[2*n] = kvstore.Slot{Name: r.Name, Bucket: b - 1, Length: r.Period}
+		sc.slots[2*n+1] = kvstore.Slot{Name: r.Name, Bucket: b, Length: r.Period}
+		sc.costs[2*n], sc.costs[2*n+1] = 0, cost
+		n++
+	}
+	sc.now, sc.rules, sc.cost, sc.n = now, rules, cost, n
+	defer func() { sc.rules = nil }()
+	slots, counts := sc.slots[:2*n], sc.counts[:2*n]
+	ok, err := l.admit(ctx, st, id, admit && cost > 0, sc, slots, counts)
+	if err != nil {
+		return false, err
+	}
+	for k, i := range sc.idx[:n] {
+		// counts are as decided on: before this request's cost.
+		sc.prev[i], sc.cur[i] = counts[2*k], counts[2*k+1]
+		res.Rules[i] = rules[i].Decide(now, sc.prev[i], sc.cur[i], cost)
+	}
+	return ok, nil
+}
+
+// admit decides the request laid out in sc and, when write is set, counts
+// it, by the best means the store offers. It leaves in counts the values the
+// decision was made on.
+func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, sc *scratch, slots []kvstore.Slot, counts []int64) (bool, error) {
+	if write && st.up != nil {
+		ok, err := st.up.Update(ctx, id, slots, counts, sc.costs[:len(slots)], sc)
+		if err != nil {
+			return false, fmt.Errorf("limiter: update: %w", err)
+		}
+		return ok, nil
+	}
+	if err := st.Load(ctx, id, slots, counts); err != nil {
+		return false, fmt.Errorf("limiter: load %d counters: %w", len(slots), err)
+	}
+	if !write || !sc.Admit(counts) {
+		// A denial on loaded counts is final: they are lower bounds.
+		return sc.Admit(counts), nil
+	}
+	if st.cond == nil {
+		// No atomic admission: record behind the decision.
+		for k := range sc.n {
+			sc.slots[k], sc.costs[k] = slots[2*k+1], sc.cost
+		}
+		if err := st.Add(ctx, id, sc.slots[:sc.n], sc.costs[:sc.n]); err != nil {
+			return false, fmt.Errorf("limiter: add: %w", err)
+		}
+		return true, nil
+	}
+	for range maxAttempts {
+		for k, i := range sc.idx[:sc.n] {
+			r := &sc.rules[i]
+			sc.conds[2*k] = kvstore.Cond{Slot: slots[2*k], Max: counts[2*k]}
+			sc.conds[2*k+1] = kvstore.Cond{Slot: slots[2*k+1], Max: r.Limit - r.Weighted(sc.now, counts[2*k]) - sc.cost, Add: sc.cost}
+		}
+		applied, err := st.cond.AddIf(ctx, id, sc.conds[:len(slots)], counts)
+		if err != nil {
+			return false, fmt.Errorf("limiter: conditional add: %w", err)
+		}
+		if applied {
+			for k := range sc.n {
+				counts[2*k+1] -= sc.cost
+			}
+			return true, nil
+		}
+		// counts now hold the true values: decide again.
+		if !sc.Admit(counts) {
+			return false, nil
+		}
+	}
+	return false, ErrContention
+}
+
+// undo takes back the cost a group added, after a later group denied.
+func (l *Limiter) undo(ctx context.Context, now time.Time, id string, rules []Rule, local bool, cost int64, sc *scratch) {
+	n := l.curSlots(now, rules, local, -cost, sc)
+	// The local store is in memory and cannot fail.
+	_ = l.local.Store.Add(ctx, id, sc.slots[:n], sc.costs[:n])
+}
+
+// punish counts a denied request's cost in every rule (CountDenied) and
+// re-decides the denied rules on the counts that include it.
+func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, sc *scratch, res *Result) error {
+	for _, local := range [2]bool{true, false} {
+		if local && res.localKept(rules) {
+			continue // the local group's add was kept
+		}
+		n := l.curSlots(now, rules, local, cost, sc)
+		if n == 0 {
+			continue
+		}
+		store := l.shared.Store
+		if local {
+			store = l.local.Store
+		}
+		if err := store.Add(ctx, id, sc.slots[:n], sc.costs[:n]); err != nil {
+			return fmt.Errorf("limiter: count denied: %w", err)
+		}
+	}
+	for i, r := range rules {
+		if d := &res.Rules[i]; !d.Allowed {
+			cur := sc.cur[i] + cost
+			d.Used = r.Estimate(now, sc.prev[i], cur)
+			d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+			d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
+			d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
+		}
+	}
+	return nil
+}
+
+// localKept reports whether every local rule admitted, in which case the
+// local group counted the cost already.
+func (r *Result) localKept(rules []Rule) bool {
+	for i, rule := range rules {
+		if rule.Local && !r.Rules[i].Allowed {
+			return false
+		}
+	}
+	return true
+}
+
+// curSlots fills sc.slots and sc.costs with the current-bucket slots of the
+// rules of one scope and returns how many.
+func (l *Limiter) curSlots(now time.Time, rules []Rule, local bool, cost int64, sc *scratch) int {
+	n := 0
+	for i, r := range rules {
+		if r.Local != local {
+			continue
+		}
+		sc.idx[n] = i
+		sc.slots[n] = kvstore.Slot{Name: r.Name, Bucket: window.Index(now, r.Period), Length: r.Period}
+		sc.costs[n] = cost
+		n++
+	}
+	return n
+}
+
+// clock returns now, or the newest time seen when the clock has gone
+// backwards: a step back must not reopen buckets that were already counted
+// past.
+func (l *Limiter) clock(now time.Time) time.Time {
+	n := now.UnixNano()
+	last := l.latest.Load()
+	if n < last {
+		return time.Unix(0, last)
+	}
+	if n > last+clockSlack {
+		l.latest.CompareAndSwap(last, n)
+	}
+	return now
+}

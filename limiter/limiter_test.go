@@ -1,0 +1,457 @@
+package limiter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+var (
+	ctx = context.Background()
+	// t0 is 30 s into a minute bucket.
+	t0     = time.Date(2026, 11, 22, 11, 59, 30, 0, time.UTC)
+	minute = Rule{Rule: window.Rule{Name: "minute", Limit: 10, Period: time.Minute}}
+	day    = Rule{Rule: window.Rule{Name: "day", Limit: 15, Period: 24 * time.Hour}}
+)
+
+func rule(name string, limit int64, period time.Duration) Rule {
+	return Rule{Rule: window.Rule{Name: name, Limit: limit, Period: period}}
+}
+
+// counting wraps a store and counts calls; hideCond turns a Conditional
+// into a plain Store; staleLoad makes Load report zeros (a cold cache).
+type counting struct {
+	kvstore.Conditional
+	loads, adds, addIfs atomic.Int64
+	staleLoad           bool
+	fail                error
+}
+
+func (c *counting) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	c.loads.Add(1)
+	if c.fail != nil {
+		return c.fail
+	}
+	if c.staleLoad {
+		clear(counts)
+		return nil
+	}
+	return c.Conditional.Load(ctx, id, slots, counts)
+}
+
+func (c *counting) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	c.adds.Add(1)
+	if c.fail != nil {
+		return c.fail
+	}
+	return c.Conditional.Add(ctx, id, slots, costs)
+}
+
+func (c *counting) AddIf(ctx context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	c.addIfs.Add(1)
+	if c.fail != nil {
+		return false, c.fail
+	}
+	return c.Conditional.AddIf(ctx, id, conds, counts)
+}
+
+func (c *counting) calls() int64 { return c.loads.Load() + c.adds.Load() + c.addIfs.Load() }
+
+// plain hides AddIf, as Workers KV does.
+type plain struct{ kvstore.Store }
+
+func load(t *testing.T, s kvstore.Store, id string, r Rule, at time.Time) int64 {
+	t.Helper()
+	counts := []int64{0}
+	sl := kvstore.Slot{Name: r.Name, Bucket: window.Index(at, r.Period), Length: r.Period}
+	if err := s.Load(ctx, id, []kvstore.Slot{sl}, counts); err != nil {
+		t.Fatal(err)
+	}
+	return counts[0]
+}
+
+func check(t *testing.T, l *Limiter, at time.Time, id string, cost int64, rules ...Rule) Result {
+	t.Helper()
+	res, err := l.Check(ctx, at, id, rules, cost)
+	if err != nil {
+		t.Fatalf("Check(%s, %s, cost %d): %v", at.Format(time.TimeOnly), id, cost, err)
+	}
+	return res
+}
+
+func TestAdmitsUpToLimitThenDenies(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		store func() kvstore.Store
+	}{
+		{"conditional", func() kvstore.Store { return memstore.New() }},
+		{"plain", func() kvstore.Store { return plain{memstore.New()} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.store()
+			l := New(Options{Store: s})
+			for i := range 10 {
+				res := check(t, l, t0, "k", 1, minute)
+				if !res.Allowed || res.Remaining != int64(9-i) {
+					t.Fatalf("request %d: allowed=%v remaining=%d, want true %d", i+1, res.Allowed, res.Remaining, 9-i)
+				}
+			}
+			res := check(t, l, t0, "k", 1, minute)
+			if res.Allowed || res.Rule != "minute" || res.Remaining != 0 {
+				t.Fatalf("11th: %+v, want denied by minute with 0 remaining", res.Decision)
+			}
+			// The 10 become the previous bucket at the boundary, weighted 1
+			// there; floor(10 × overlap) <= 9 from 1 ns after it.
+			if got, want := res.RetryAfter, 30*time.Second+1; got != want {
+				t.Errorf("RetryAfter = %v, want %v", got, want)
+			}
+			if got := load(t, s, "k", minute, t0); got != 10 {
+				t.Errorf("stored count = %d, want 10 (denied requests are not counted)", got)
+			}
+		})
+	}
+}
+
+func TestBoundaryBurst(t *testing.T) {
+	// 100 at 11:59:59 and 100 at 12:00:01 against 100/min must not all pass.
+	l := New(Options{DisableDenyCache: true})
+	r := rule("minute", 100, time.Minute)
+	admitted := 0
+	for _, at := range []time.Time{t0.Add(29 * time.Second), t0.Add(31 * time.Second)} {
+		for range 100 {
+			if check(t, l, at, "burst", 1, r).Allowed {
+				admitted++
+			}
+		}
+	}
+	// 100 before the boundary; after it floor(100 × 59/60) = 98 are still
+	// inside the window, so 2 more.
+	if got, want := admitted, 102; got != want {
+		t.Errorf("admitted %d of 200, want %d", got, want)
+	}
+}
+
+func TestRetryAfterIsExact(t *testing.T) {
+	for _, countDenied := range []bool{false, true} {
+		t.Run(fmt.Sprintf("countDenied=%v", countDenied), func(t *testing.T) {
+			r := rule("minute", 5, time.Minute)
+			// setup returns a limiter with 5 in the previous bucket and 3 in
+			// this one, and the answer to one more request at t0. Each probe
+			// gets its own, since CountDenied counts the probe itself.
+			setup := func() (*Limiter, Result) {
+				l := New(Options{CountDenied: countDenied, DisableDenyCache: true})
+				for range 5 {
+					check(t, l, t0.Add(-time.Minute), "k", 1, r)
+				}
+				for range 3 {
+					check(t, l, t0, "k", 1, r)
+				}
+				return l, check(t, l, t0, "k", 1, r)
+			}
+			l, res := setup()
+			if res.Allowed {
+				t.Fatalf("allowed at estimate %d", res.Used)
+			}
+			at := t0.Add(res.RetryAfter)
+			if check(t, l, at.Add(-time.Millisecond), "k", 1, r).Allowed {
+				t.Errorf("admitted 1 ms before RetryAfter %v", res.RetryAfter)
+			}
+			l, _ = setup()
+			if !check(t, l, at, "k", 1, r).Allowed {
+				t.Errorf("denied at RetryAfter %v", res.RetryAfter)
+			}
+		})
+	}
+}
+
+func TestRulesAreChargedTogether(t *testing.T) {
+	s := memstore.New()
+	l := New(Options{Store: s, DisableDenyCache: true})
+	// The day rule (15) runs out before the minute rule (10) does over two
+	// minutes.
+	for range 10 {
+		check(t, l, t0, "k", 1, minute, day)
+	}
+	later := t0.Add(2 * time.Minute) // minute window empty again
+	for range 5 {
+		if res := check(t, l, later, "k", 1, minute, day); !res.Allowed {
+			t.Fatalf("denied early: %+v", res.Decision)
+		}
+	}
+	res := check(t, l, later, "k", 1, minute, day)
+	if res.Allowed || res.Rule != "day" {
+		t.Fatalf("got %+v, want denial by day", res.Decision)
+	}
+	if !res.Rules[0].Allowed || res.Rules[1].Allowed {
+		t.Errorf("per-rule = %v/%v, want minute allowed, day denied", res.Rules[0].Allowed, res.Rules[1].Allowed)
+	}
+	if got := load(t, s, "k", minute, later); got != 5 {
+		t.Errorf("minute count = %d, want 5: a request the day rule denied must not charge the minute rule", got)
+	}
+}
+
+func TestExactUnderConcurrency(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stale bool
+	}{{"fresh loads", false}, {"stale loads", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memstore.New()
+			s := &counting{Conditional: mem, staleLoad: tc.stale}
+			l := New(Options{Store: s, DisableDenyCache: true})
+			rules := []Rule{rule("minute", 150, time.Minute), rule("day", 1000, 24*time.Hour)}
+			// Half the limit already sits in the previous minute, weighted
+			// by the overlap at t0 (one half): floor(100 × 0.5) = 50.
+			for range 100 {
+				check(t, l, t0.Add(-time.Minute), "hot", 1, rules[0])
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			for range 200 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					res, err := l.Check(ctx, t0, "hot", rules, 1)
+					if err != nil {
+						t.Error(err)
+					}
+					if res.Allowed {
+						admitted.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			if got, want := admitted.Load(), int64(100); got != want {
+				t.Errorf("admitted %d of 200, want %d", got, want)
+			}
+			if got := load(t, mem, "hot", rules[0], t0); got != 100 {
+				t.Errorf("stored count = %d, want 100", got)
+			}
+		})
+	}
+}
+
+func TestDenyCacheSparesTheStore(t *testing.T) {
+	s := &counting{Conditional: memstore.New()}
+	l := New(Options{Store: s})
+	r := rule("minute", 3, time.Minute)
+	for range 3 {
+		check(t, l, t0, "k", 1, r)
+	}
+	first := check(t, l, t0, "k", 1, r)
+	if first.Allowed || first.Cached {
+		t.Fatalf("first denial: %+v cached=%v, want a denial from the store", first.Decision, first.Cached)
+	}
+	before := s.calls()
+	for i := range 50 {
+		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		res := check(t, l, at, "k", 1, r)
+		if res.Allowed || !res.Cached {
+			t.Fatalf("at +%v: allowed=%v cached=%v, want a cached denial", at.Sub(t0), res.Allowed, res.Cached)
+		}
+		if got, want := res.RetryAfter, first.RetryAfter-at.Sub(t0); got != want {
+			t.Fatalf("cached RetryAfter at +%v = %v, want %v", at.Sub(t0), got, want)
+		}
+	}
+	// A larger request is denied from the cache too, with its own RetryAfter.
+	if res := check(t, l, t0, "k", 2, r); !res.Cached || res.RetryAfter <= first.RetryAfter {
+		t.Errorf("cost 2: cached=%v RetryAfter=%v, want cached and later than %v", res.Cached, res.RetryAfter, first.RetryAfter)
+	}
+	if got := s.calls() - before; got != 0 {
+		t.Errorf("store calls while blocked = %d, want 0", got)
+	}
+	if res := check(t, l, t0.Add(first.RetryAfter), "k", 1, r); !res.Allowed || res.Cached {
+		t.Errorf("at RetryAfter: allowed=%v cached=%v, want admitted by the store", res.Allowed, res.Cached)
+	}
+
+	t.Run("disabled", func(t *testing.T) {
+		s := &counting{Conditional: memstore.New()}
+		l := New(Options{Store: s, DisableDenyCache: true})
+		for range 4 {
+			check(t, l, t0, "k", 1, r)
+		}
+		before := s.calls()
+		if res := check(t, l, t0, "k", 1, r); res.Cached || res.Allowed {
+			t.Errorf("cached=%v allowed=%v, want a denial from the store", res.Cached, res.Allowed)
+		}
+		if s.calls() == before {
+			t.Error("store untouched with the deny cache disabled")
+		}
+	})
+
+	t.Run("other rules miss", func(t *testing.T) {
+		if res := check(t, l, t0.Add(time.Second), "k", 1, rule("minute", 100, time.Minute)); res.Cached || !res.Allowed {
+			t.Errorf("cached=%v allowed=%v for a different rule set, want a store answer", res.Cached, res.Allowed)
+		}
+	})
+}
+
+func TestDenyCacheIsBounded(t *testing.T) {
+	l := New(Options{DenyCacheSize: 64})
+	r := rule("minute", 1, time.Minute)
+	for i := range 1000 {
+		id := fmt.Sprint("id-", i)
+		check(t, l, t0, id, 1, r)
+		check(t, l, t0, id, 1, r)
+	}
+	n := 0
+	for i := range l.deny.shards {
+		n += len(l.deny.shards[i].m)
+	}
+	if n > 64 {
+		t.Errorf("deny cache holds %d identities, want at most 64", n)
+	}
+}
+
+func TestLocalRules(t *testing.T) {
+	shared := &counting{Conditional: memstore.New()}
+	local := memstore.New()
+	l := New(Options{Store: shared, Local: local, DisableDenyCache: true})
+	flood := Rule{Rule: window.Rule{Name: "ip-second", Limit: 3, Period: time.Second}, Local: true}
+	perKey := rule("minute", 4, time.Minute)
+
+	for range 3 {
+		if !check(t, l, t0, "k", 1, flood, perKey).Allowed {
+			t.Fatal("denied under both limits")
+		}
+	}
+	res := check(t, l, t0, "k", 1, flood, perKey)
+	if res.Allowed || res.Rule != "ip-second" {
+		t.Fatalf("got %+v, want denial by the local rule", res.Decision)
+	}
+	if got := load(t, shared, "k", perKey, t0); got != 3 {
+		t.Errorf("shared count = %d, want 3: a local denial must not charge the shared rule", got)
+	}
+	if got := load(t, shared, "k", flood, t0); got != 0 {
+		t.Errorf("local rule reached the shared store with count %d", got)
+	}
+	// Next second: the shared rule denies the 5th; the local add is undone.
+	next := t0.Add(2 * time.Second)
+	check(t, l, next, "k", 1, flood, perKey)
+	res = check(t, l, next, "k", 1, flood, perKey)
+	if res.Allowed || res.Rule != "minute" {
+		t.Fatalf("got %+v, want denial by the shared rule", res.Decision)
+	}
+	if got := load(t, local, "k", flood, next); got != 1 {
+		t.Errorf("local count = %d, want 1: a shared denial must not charge the local rule", got)
+	}
+}
+
+func TestCountDenied(t *testing.T) {
+	s := memstore.New()
+	l := New(Options{Store: s, CountDenied: true})
+	r := rule("minute", 3, time.Minute)
+	for range 5 {
+		check(t, l, t0, "k", 1, r)
+	}
+	if got := load(t, s, "k", r, t0); got != 5 {
+		t.Errorf("count = %d, want 5 (denied requests counted)", got)
+	}
+	res := check(t, l, t0, "k", 1, r)
+	if res.Cached {
+		t.Error("deny cache answered with CountDenied on")
+	}
+	// 6 in this bucket: in the next one floor(6 × overlap) <= 2 needs
+	// overlap < 1/2, i.e. 30 s + 1 ns into it, 60 s + 1 ns from now.
+	if got, want := res.RetryAfter, time.Minute+1; got != want {
+		t.Errorf("RetryAfter = %v, want %v", got, want)
+	}
+}
+
+func TestClockBackwards(t *testing.T) {
+	s := memstore.New()
+	l := New(Options{Store: s, DisableDenyCache: true})
+	r := rule("minute", 5, time.Minute)
+	for range 5 {
+		check(t, l, t0.Add(30*time.Second+time.Second), "k", 1, r) // just past the boundary
+	}
+	// The clock steps back into the previous bucket: its counts are lower,
+	// but the limiter keeps the newest time and stays blocked.
+	res := check(t, l, t0, "k", 1, r)
+	if res.Allowed {
+		t.Fatal("a backwards clock reopened the window")
+	}
+	if res.RetryAfter <= 0 {
+		t.Errorf("RetryAfter = %v, want positive", res.RetryAfter)
+	}
+	if got := load(t, s, "k", r, t0); got != 0 {
+		t.Errorf("older bucket got %d counts", got)
+	}
+}
+
+func TestZeroCostReadsWithoutCounting(t *testing.T) {
+	s := memstore.New()
+	l := New(Options{Store: s})
+	check(t, l, t0, "k", 2, minute)
+	res := check(t, l, t0, "k", 0, minute)
+	if !res.Allowed || res.Remaining != 8 {
+		t.Errorf("peek = %+v, want allowed with 8 remaining", res.Decision)
+	}
+	if got := load(t, s, "k", minute, t0); got != 2 {
+		t.Errorf("count = %d after a peek, want 2", got)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	boom := errors.New("boom")
+	l := New(Options{Store: &counting{Conditional: memstore.New(), fail: boom}})
+	res, err := l.Check(ctx, t0, "k", []Rule{minute}, 1)
+	if !errors.Is(err, boom) {
+		t.Errorf("store failure: err = %v, want wrapping boom", err)
+	}
+	if res.Allowed {
+		t.Error("a failed store answered allowed; the caller's policy decides")
+	}
+	for _, tc := range []struct {
+		name  string
+		rules []Rule
+		cost  int64
+		want  error
+	}{
+		{"no rules", nil, 1, ErrRules},
+		{"too many rules", make([]Rule, MaxRules+1), 1, ErrRules},
+		{"negative cost", []Rule{minute}, -1, ErrCost},
+		{"zero period", []Rule{rule("x", 1, 0)}, 1, ErrRule},
+		{"zero limit", []Rule{rule("x", 0, time.Second)}, 1, ErrRule},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := New(Options{}).Check(ctx, t0, "k", tc.rules, tc.cost); !errors.Is(err, tc.want) {
+				t.Errorf("err = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLocalUndoneOnSharedError(t *testing.T) {
+	local := memstore.New()
+	l := New(Options{Store: &counting{Conditional: memstore.New(), fail: errors.New("down")}, Local: local})
+	flood := Rule{Rule: window.Rule{Name: "ip-second", Limit: 3, Period: time.Second}, Local: true}
+	if _, err := l.Check(ctx, t0, "k", []Rule{flood, minute}, 1); err == nil {
+		t.Fatal("want the store error")
+	}
+	if got := load(t, local, "k", flood, t0); got != 0 {
+		t.Errorf("local count = %d after a failed check, want 0", got)
+	}
+}
+
+func TestAdmittedPathAllocatesNothing(t *testing.T) {
+	l := New(Options{})
+	rules := []Rule{rule("minute", 1<<40, time.Minute), rule("day", 1<<40, 24*time.Hour)}
+	check(t, l, t0, "k", 1, rules...)
+	allocs := testing.AllocsPerRun(1000, func() {
+		if res, _ := l.Check(ctx, t0, "k", rules, 1); !res.Allowed {
+			t.Fatal("denied")
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("admitted Check allocates %.1f times, want 0", allocs)
+	}
+}
