@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/limiter"
 	"github.com/slidegate/slidegate/window"
 )
 
 // MaxRules is the most limits a plan (or ip_limits) may have: what one
 // limiter call judges.
-const MaxRules = 8
+const MaxRules = limiter.MaxRules
 
 // MaxLimit is the largest Limit: the largest integer an HTTP structured
 // field (RFC 9651) can carry, since it is sent in RateLimit-Policy.
