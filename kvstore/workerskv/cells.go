@@ -1,0 +1,101 @@
+package workerskv
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+)
+
+// Cell is one isolate-global record: a counter of this isolate, or the
+// cached sum of the other isolates' counters of a slot. It holds numbers
+// only, so that it can live in JS globals across requests. Times are Unix
+// milliseconds.
+type Cell struct {
+	// N is the isolate's total of a counter, or the listed sum of the other
+	// isolates.
+	N int64
+	// Flushed is the total of the counter's last successful KV write.
+	Flushed int64
+	// At is when the counter's last write started, or when the sum was
+	// listed; 0 means never.
+	At int64
+	// Busy is when the write or list in flight started; 0 means none. A
+	// Busy older than staleBusy is taken over: its request died.
+	Busy int64
+	// Expires is when the cell becomes useless and may be swept.
+	Expires int64
+}
+
+// Globals is state that lives as long as the isolate (JS globalThis in the
+// Worker) and is shared by every request it serves.
+type Globals interface {
+	// ID returns the isolate's random id, the same for its whole life.
+	ID() string
+	// Update runs fn with exclusive access to the cells. fn must not wait on
+	// anything: in the Worker, exclusivity holds because JS runs one piece of
+	// code at a time and fn never yields to the event loop.
+	Update(fn func(c Cells))
+}
+
+// Cells is the isolate's map of cells, valid inside Globals.Update only.
+type Cells interface {
+	Get(key string) (Cell, bool)
+	Set(key string, c Cell)
+	// Sweep deletes the cells whose Expires is at or before now (Unix ms).
+	Sweep(now int64)
+}
+
+// MemGlobals is Globals in Go memory: the isolate of a host program or a
+// test. The zero value is not usable; call NewMemGlobals. It is safe for
+// concurrent use.
+type MemGlobals struct {
+	id string
+	mu sync.Mutex
+	m  memCells
+}
+
+type memCells map[string]Cell
+
+// NewMemGlobals returns empty globals with the given isolate id, or a random
+// one when id is empty.
+func NewMemGlobals(id string) *MemGlobals {
+	if id == "" {
+		id = newIsolateID()
+	}
+	return &MemGlobals{id: id, m: memCells{}}
+}
+
+// ID implements Globals.
+func (g *MemGlobals) ID() string { return g.id }
+
+// Update implements Globals.
+func (g *MemGlobals) Update(fn func(c Cells)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	fn(g.m)
+}
+
+// Len returns the number of cells held.
+func (g *MemGlobals) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.m)
+}
+
+func (m memCells) Get(key string) (Cell, bool) { c, ok := m[key]; return c, ok }
+func (m memCells) Set(key string, c Cell)      { m[key] = c }
+func (m memCells) Sweep(now int64) {
+	for k, c := range m {
+		if c.Expires <= now {
+			delete(m, k)
+		}
+	}
+}
+
+// newIsolateID returns 16 random hex digits: enough that two isolates of one
+// slot never share a KV key.
+func newIsolateID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,38 @@
+// Package workerskv is slidegate's Cloudflare Workers KV backend, built for
+// a Worker compiled to Wasm with github.com/syumai/workers.
+//
+// Workers KV has no atomic operations, allows one write per second to a key
+// and shows a write in other locations only after up to a minute. A
+// read-increment-write of a shared counter therefore loses increments. This
+// package never does one:
+//
+//   - Each isolate counts exactly in isolate globals (JS globalThis, which
+//     outlives the per-request Go instance of the stock syumai shim). The
+//     read-increment-write of a count runs with no await in between, so it is
+//     exact under any concurrency inside the isolate.
+//   - Write-behind: each isolate writes its absolute total for a slot to its
+//     own KV key, sg:{rule}:{identity hash}:{bucket length}:{bucket}:{isolate},
+//     with the total also in the key's metadata, at most once per second per
+//     key, in the background (waitUntil), plus a trailing write so the last
+//     counts reach KV without further traffic. Nothing is read back and
+//     modified, so no isolate can lose another's counts. expirationTtl covers
+//     the slot's useful life (the end of the bucket after it; at least 60 s).
+//   - The other isolates' counts come from one list of the slot's prefix with
+//     metadata, summed and cached in the isolate (2 s by default, the
+//     previous bucket's sum 30 s), refreshed in the background with one
+//     refresh in flight per slot. Load returns that sum plus this isolate's
+//     exact total.
+//
+// The result is exact within an isolate and eventually consistent across
+// isolates and locations, bounded by the list cache interval plus KV's
+// propagation delay. An isolate evicted before its trailing write loses at
+// most the last second of its counts. Strict global limits need the
+// DynamoDB store (or a Durable Object).
+//
+// Local is the local-scope counter store for limiter.Options.Local: a
+// kvstore.Conditional over the same isolate globals that never touches KV.
+//
+// The logic is host-testable: KV, the isolate globals and the background
+// scheduler are small interfaces. The syscall/js implementations (Binding,
+// JSGlobals) live in files built only for js/wasm.
+package workerskv

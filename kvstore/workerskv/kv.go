@@ -1,0 +1,71 @@
+package workerskv
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+)
+
+// KV is the slice of a Workers KV namespace the Store uses. Binding
+// implements it over the Worker's KV binding; tests pass a fake.
+type KV interface {
+	// Put writes value under key with metadata {"n": n}, expiring ttl after
+	// now (Workers KV's expirationTtl, at least MinTTL).
+	Put(ctx context.Context, key, value string, n int64, ttl time.Duration) error
+	// List returns one page of the keys under prefix, starting at cursor ("":
+	// the first page), each with the n of its metadata.
+	List(ctx context.Context, prefix, cursor string) (Page, error)
+}
+
+// Page is one page of a KV list.
+type Page struct {
+	Keys   []Key
+	Cursor string // the next page's cursor; empty when Done
+	Done   bool   // no more pages
+}
+
+// Key is a listed key with the count from its metadata.
+type Key struct {
+	Name string
+	N    int64
+}
+
+// MinTTL is the shortest expirationTtl Workers KV accepts.
+const MinTTL = 60 * time.Second
+
+// KeyPrefix is the start of every KV key the Store writes.
+const KeyPrefix = "sg:"
+
+// SlotPrefix returns the KV key prefix of one slot of an identity, shared by
+// every isolate's key of that slot:
+// sg:{rule}:{identity hash}:{bucket length ms}:{bucket}:. The identity is
+// hashed (SHA-256, 128 bits kept), so raw keys and IPs never reach KV and
+// identities cannot collide with the separators.
+func SlotPrefix(id string, s kvstore.Slot) string {
+	h := sha256.Sum256([]byte(id))
+	b := make([]byte, 0, 96)
+	b = append(b, KeyPrefix...)
+	b = append(b, url.QueryEscape(s.Name)...)
+	b = append(b, ':')
+	b = hex.AppendEncode(b, h[:16])
+	b = append(b, ':')
+	b = strconv.AppendInt(b, s.Length.Milliseconds(), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, s.Bucket, 10)
+	b = append(b, ':')
+	return string(b)
+}
+
+// ttl returns the expirationTtl of a slot's key written at now: until the
+// slot stops being the previous bucket, rounded up to whole seconds, at
+// least MinTTL.
+func ttl(s kvstore.Slot, now time.Time) time.Duration {
+	d := s.Expires().Sub(now)
+	d = (d + time.Second - 1).Truncate(time.Second)
+	return max(d, MinTTL)
+}

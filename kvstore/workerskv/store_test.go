@@ -1,0 +1,587 @@
+package workerskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/storetest"
+	"github.com/slidegate/slidegate/window"
+)
+
+// t0 is 10 s into a minute bucket.
+var t0 = time.Date(2026, 11, 22, 12, 0, 10, 0, time.UTC)
+
+var minute = func(t time.Time) kvstore.Slot {
+	return kvstore.Slot{Name: "minute", Bucket: window.Index(t, time.Minute), Length: time.Minute}
+}
+
+func TestConformance(t *testing.T) {
+	// The suite's buckets are around 2026-11-22 12:00 UTC.
+	t.Run("Store", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) kvstore.Store {
+			s := newSim(t0)
+			kv := newFakeKV(s.Now, 0)
+			return newIsolate(t, s, kv, "iso-a", Options{}).store
+		})
+	})
+	t.Run("Local", func(t *testing.T) {
+		storetest.Run(t, func(t *testing.T) kvstore.Store {
+			return NewLocal(NewMemGlobals(""), func() time.Time { return t0 })
+		})
+	})
+}
+
+func TestNewRequiresOptions(t *testing.T) {
+	s := newSim(t0)
+	kv, g, later := newFakeKV(s.Now, 0), NewMemGlobals("x"), s.later("x")
+	tests := []struct {
+		name string
+		o    Options
+		want error
+	}{
+		{"no KV", Options{Globals: g, Later: later}, ErrKV},
+		{"no Globals", Options{KV: kv, Later: later}, ErrGlobals},
+		{"no Later", Options{KV: kv, Globals: g}, ErrLater},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.o); !errors.Is(err, tt.want) {
+				t.Errorf("New = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if _, err := New(Options{KV: kv, Globals: g, Later: later}); err != nil {
+		t.Errorf("New with every required option: %v", err)
+	}
+}
+
+func TestLengthMismatchIsAnError(t *testing.T) {
+	s := newSim(t0)
+	iso := newIsolate(t, s, newFakeKV(s.Now, 0), "a", Options{})
+	local := NewLocal(iso.g, s.Now)
+	slots := []kvstore.Slot{minute(t0)}
+	ctx := context.Background()
+	for name, err := range map[string]error{
+		"Store.Load": iso.store.Load(ctx, "id", slots, nil),
+		"Store.Add":  iso.store.Add(ctx, "id", slots, nil),
+		"Local.Load": local.Load(ctx, "id", slots, nil),
+		"Local.Add":  local.Add(ctx, "id", slots, nil),
+	} {
+		if !errors.Is(err, ErrLength) {
+			t.Errorf("%s = %v, want ErrLength", name, err)
+		}
+	}
+	if _, err := local.AddIf(ctx, "id", []kvstore.Cond{{Slot: slots[0]}}, nil); !errors.Is(err, ErrLength) {
+		t.Errorf("Local.AddIf = %v, want ErrLength", err)
+	}
+}
+
+// TestManyIsolatesLoseNothing drives three isolates with random traffic on
+// one identity while KV shows writes 5 s late, and checks at every step
+// that each isolate's estimate lies between its own exact count and the
+// true global count, that no key is written more than once a second, and,
+// once the background work is done, that KV holds every count.
+func TestManyIsolatesLoseNothing(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 5*time.Second)
+	kv.pageSize = 2 // three isolates: the list needs two pages
+	isos := []isolate{
+		newIsolate(t, s, kv, "iso-a", Options{}),
+		newIsolate(t, s, kv, "iso-b", Options{}),
+		newIsolate(t, s, kv, "iso-c", Options{}),
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	own := map[string]map[int64]int64{} // isolate → bucket → its count
+	total := map[int64]int64{}          // bucket → count of all isolates
+	end := t0.Add(3 * time.Minute)
+	for s.Now().Before(end) {
+		now := s.Now()
+		i := rng.IntN(len(isos))
+		iso := isos[i]
+		sl := minute(now)
+		cost := int64(1 + rng.IntN(3))
+		if err := iso.store.Add(ctx, "k:abc", []kvstore.Slot{sl}, []int64{cost}); err != nil {
+			t.Fatalf("Add: %v", err)
+		}
+		if own[iso.g.ID()] == nil {
+			own[iso.g.ID()] = map[int64]int64{}
+		}
+		own[iso.g.ID()][sl.Bucket] += cost
+		total[sl.Bucket] += cost
+
+		prev := kvstore.Slot{Name: sl.Name, Bucket: sl.Bucket - 1, Length: sl.Length}
+		counts := make([]int64, 2)
+		if err := iso.store.Load(ctx, "k:abc", []kvstore.Slot{prev, sl}, counts); err != nil {
+			t.Fatalf("Load: %v", err)
+		}
+		for k, b := range []int64{prev.Bucket, sl.Bucket} {
+			if lo, hi := own[iso.g.ID()][b], total[b]; counts[k] < lo || counts[k] > hi {
+				t.Fatalf("%s at %s: count of bucket %d = %d, want within [own %d, total %d]",
+					iso.g.ID(), now.Format(time.TimeOnly), b, counts[k], lo, hi)
+			}
+		}
+		s.advance(time.Duration(1+rng.IntN(40)) * time.Millisecond)
+	}
+	s.drain(t)
+
+	for b, want := range total {
+		sl := kvstore.Slot{Name: "minute", Bucket: b, Length: time.Minute}
+		var got int64
+		for _, n := range kv.latest(SlotPrefix("k:abc", sl)) {
+			got += n
+		}
+		if got != want {
+			t.Errorf("bucket %d: KV holds %d, isolates counted %d", b, got, want)
+		}
+	}
+	if most := maxPutsPerSecond(kv.putLog()); most > 1 {
+		t.Errorf("a key was written %d times within one second, want at most 1", most)
+	}
+
+	// Once the writes are visible, every isolate sees every count.
+	s.advance(10 * time.Second)
+	last := minute(end)
+	for _, iso := range isos {
+		counts := make([]int64, 1)
+		for range 2 { // the first Load refreshes in the background
+			if err := iso.store.Load(ctx, "k:abc", []kvstore.Slot{last}, counts); err != nil {
+				t.Fatal(err)
+			}
+			s.run(s.Now())
+		}
+		if err := iso.store.Load(ctx, "k:abc", []kvstore.Slot{last}, counts); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := counts[0], total[last.Bucket]; got != want {
+			t.Errorf("%s: settled count = %d, want %d", iso.g.ID(), got, want)
+		}
+	}
+}
+
+// TestSteadyLoadOneKey counts KV operations under 50 requests a second on
+// one key for a minute: one write a second, one list of the current bucket
+// per list interval.
+func TestSteadyLoadOneKey(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	ctx := context.Background()
+	const rps, secs = 50, 60
+	counts := make([]int64, 2)
+	for range rps * secs {
+		now := s.Now()
+		cur := minute(now)
+		prev := kvstore.Slot{Name: cur.Name, Bucket: cur.Bucket - 1, Length: cur.Length}
+		if err := iso.store.Load(ctx, "ip:192.0.2.1", []kvstore.Slot{prev, cur}, counts); err != nil {
+			t.Fatal(err)
+		}
+		if err := iso.store.Add(ctx, "ip:192.0.2.1", []kvstore.Slot{cur}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		s.advance(time.Second / rps)
+	}
+	s.drain(t)
+	puts, lists := len(kv.putLog()), kv.listCount()
+	// One write a second, plus the trailing write of the bucket that
+	// closed mid-run.
+	if puts < secs-1 || puts > secs+2 {
+		t.Errorf("%d writes in %d s of steady load, want about one a second", puts, secs)
+	}
+	if most := maxPutsPerSecond(kv.putLog()); most != 1 {
+		t.Errorf("most writes of one key within a second = %d, want 1", most)
+	}
+	// Current bucket: every 2 s. Previous bucket: every 30 s plus once
+	// when it settles. 60 s crosses one bucket boundary.
+	if maxLists := secs/2 + secs/30 + 4; lists > maxLists {
+		t.Errorf("%d lists in %d s, want at most %d", lists, secs, maxLists)
+	}
+	if lists < secs/2-2 {
+		t.Errorf("%d lists in %d s: the cache is not being refreshed every 2 s", lists, secs)
+	}
+}
+
+// TestBurstThenTrailingWrite: a burst inside one second writes the first
+// count at once and the rest once, one second later, with no more traffic.
+func TestBurstThenTrailingWrite(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	sl := minute(t0)
+	for range 200 {
+		if err := iso.store.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		s.advance(time.Millisecond)
+	}
+	s.drain(t)
+	puts := kv.putLog()
+	if len(puts) != 2 {
+		t.Fatalf("%d writes for a 200 ms burst, want 2 (first and trailing)", len(puts))
+	}
+	if got, want := puts[1].n, int64(200); got != want {
+		t.Errorf("trailing write = %d, want %d", got, want)
+	}
+	if gap := puts[1].at.Sub(puts[0].at); gap != FlushInterval {
+		t.Errorf("trailing write %s after the first, want %s", gap, FlushInterval)
+	}
+	if puts[1].ttl < MinTTL || !puts[1].at.Add(puts[1].ttl).After(sl.Expires().Add(-time.Second)) {
+		t.Errorf("ttl %s at %s does not cover the slot until %s", puts[1].ttl, puts[1].at, sl.Expires())
+	}
+}
+
+// TestEvictedIsolateLosesAtMostOneSecond evicts an isolate (its background
+// work never runs) in the middle of steady traffic.
+func TestEvictedIsolateLosesAtMostOneSecond(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	sl := minute(t0)
+	const perMs = 1
+	added := map[time.Time]int64{}
+	var total int64
+	for range 2500 { // 2.5 s, one a millisecond
+		if err := iso.store.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{perMs}); err != nil {
+			t.Fatal(err)
+		}
+		added[s.Now()] = perMs
+		total += perMs
+		s.advance(time.Millisecond)
+	}
+	s.drop("iso-a")
+	s.drain(t)
+	var written int64
+	for _, n := range kv.latest(SlotPrefix("id", sl)) {
+		written = n
+	}
+	lost := total - written
+	if lost < 0 || lost > int64(FlushInterval/time.Millisecond)*perMs {
+		t.Errorf("eviction lost %d counts, want between 0 and one second's %d", lost, int64(FlushInterval/time.Millisecond)*perMs)
+	}
+}
+
+func TestWriteFailuresAreRetried(t *testing.T) {
+	tests := []struct {
+		name      string
+		failures  int
+		wantFinal int64 // what KV holds before more traffic
+	}{
+		{"one failure", 1, 10},
+		{"two failures", 2, 10},
+		{"gives up after three", 3, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSim(t0)
+			kv := newFakeKV(s.Now, 0)
+			kv.failPuts = tt.failures
+			iso := newIsolate(t, s, kv, "iso-a", Options{})
+			sl := minute(t0)
+			add := func(n int64) {
+				t.Helper()
+				if err := iso.store.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{n}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			add(10)
+			s.drain(t)
+			got := kv.latest(SlotPrefix("id", sl))[SlotPrefix("id", sl)+"iso-a"]
+			if got != tt.wantFinal {
+				t.Errorf("KV holds %d, want %d", got, tt.wantFinal)
+			}
+			// The next Add flushes again, with the whole total.
+			add(1)
+			s.drain(t)
+			if got, want := kv.latest(SlotPrefix("id", sl))[SlotPrefix("id", sl)+"iso-a"], int64(11); got != want {
+				t.Errorf("after one more add KV holds %d, want %d", got, want)
+			}
+			if most := maxPutsPerSecond(kv.putLog()); most > 1 {
+				t.Errorf("retries wrote one key %d times within a second", most)
+			}
+		})
+	}
+}
+
+// TestColdStartListsOnce: 20 concurrent first requests of an isolate for an
+// identity run one list per slot, not twenty.
+func TestColdStartListsOnce(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	// Another isolate has counted 7 in the previous bucket.
+	other := newIsolate(t, s, kv, "iso-other", Options{})
+	cur := minute(t0)
+	prev := kvstore.Slot{Name: cur.Name, Bucket: cur.Bucket - 1, Length: cur.Length}
+	if err := other.store.Add(context.Background(), "id", []kvstore.Slot{prev}, []int64{7}); err != nil {
+		t.Fatal(err)
+	}
+	s.drain(t)
+
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	gate := make(chan struct{})
+	kv.mu.Lock()
+	kv.gate = gate
+	kv.mu.Unlock()
+	before := kv.listCount()
+	var wg sync.WaitGroup
+	results := make([][]int64, 20)
+	errs := make([]error, 20)
+	for i := range results {
+		results[i] = make([]int64, 2)
+		wg.Go(func() {
+			errs[i] = iso.store.Load(context.Background(), "id", []kvstore.Slot{prev, cur}, results[i])
+		})
+	}
+	// Let every Load reach the store, then open the gate.
+	waitFor(t, func() bool {
+		var n int
+		iso.g.Update(func(c Cells) {
+			if _, ok := c.Get(sumKey(SlotPrefix("id", prev))); ok {
+				n++
+			}
+		})
+		return n == 1
+	})
+	close(gate)
+	wg.Wait()
+	s.drain(t)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("Load %d: %v", i, err)
+		}
+	}
+	// prev (old enough) is listed in the request, cur (10 s old) too.
+	if got := kv.listCount() - before; got != 2 {
+		t.Errorf("20 concurrent cold loads ran %d lists, want 2 (one per slot)", got)
+	}
+	listed := 0
+	for _, r := range results {
+		if r[0] == 7 {
+			listed++
+		} else if r[0] != 0 {
+			t.Errorf("previous bucket count %d, want 7 (listed) or 0 (still listing)", r[0])
+		}
+	}
+	if listed == 0 {
+		t.Error("no cold load waited for the list of the previous bucket")
+	}
+}
+
+// waitFor polls cond for real goroutines to reach a point; it bounds the
+// wait and does not measure time.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("condition never held")
+}
+
+// TestNewBucketIsNotListedInTheRequest: a bucket younger than the list
+// interval has nothing of other isolates worth waiting for.
+func TestNewBucketIsNotListedInTheRequest(t *testing.T) {
+	start := window.Start(window.Index(t0, time.Minute)+1, time.Minute) // a bucket's first instant
+	s := newSim(start)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{minute(start)}, make([]int64, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got := kv.listCount(); got != 0 {
+		t.Errorf("Load of a new bucket listed %d times in the request, want 0", got)
+	}
+	s.run(start)
+	if got := kv.listCount(); got != 1 {
+		t.Errorf("background lists = %d, want 1", got)
+	}
+}
+
+func TestListFailures(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	kv.failList = 1
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	cur := minute(t0)
+	if err := iso.store.Add(context.Background(), "id", []kvstore.Slot{cur}, []int64{3}); err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int64, 1)
+	err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts)
+	if !errors.Is(err, errFake) || !strings.HasPrefix(err.Error(), "workerskv: ") {
+		t.Errorf("cold Load with a failing list = %v, want a workerskv error wrapping the KV's", err)
+	}
+	if counts[0] != 3 {
+		t.Errorf("count on a failed list = %d, want the own count 3", counts[0])
+	}
+	// The next Load lists again and succeeds.
+	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil {
+		t.Errorf("Load after the failure: %v", err)
+	}
+	// A background refresh failure keeps the last sum and reports nothing.
+	kv.failList = 1
+	s.advance(DefaultListInterval)
+	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil {
+		t.Errorf("Load with a stale sum: %v", err)
+	}
+	s.run(s.Now())
+	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil || counts[0] != 3 {
+		t.Errorf("Load after a failed refresh = %d, %v; want 3, nil", counts[0], err)
+	}
+}
+
+func TestConcurrentAddsAreExact(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	local := NewLocal(iso.g, s.Now)
+	sl := minute(t0)
+	var wg sync.WaitGroup
+	for range 100 {
+		wg.Go(func() {
+			for range 40 {
+				_ = iso.store.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{1})
+				_ = local.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{1})
+			}
+		})
+	}
+	wg.Wait()
+	s.drain(t)
+	if got := kv.latest(SlotPrefix("id", sl))[SlotPrefix("id", sl)+"iso-a"]; got != 4000 {
+		t.Errorf("KV holds %d after 4,000 concurrent adds", got)
+	}
+	counts := make([]int64, 1)
+	if err := local.Load(context.Background(), "id", []kvstore.Slot{sl}, counts); err != nil || counts[0] != 4000 {
+		t.Errorf("local count = %d, %v; want 4000", counts[0], err)
+	}
+}
+
+func TestExpiredCellsAreSwept(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	local := NewLocal(iso.g, s.Now)
+	for i := range 50 {
+		id := fmt.Sprint("id-", i)
+		if err := iso.store.Add(context.Background(), id, []kvstore.Slot{minute(t0)}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := local.Add(context.Background(), id, []kvstore.Slot{minute(t0)}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.drain(t)
+	if n := iso.g.Len(); n < 100 {
+		t.Fatalf("%d cells after 100 adds", n)
+	}
+	s.run(minute(t0).Expires())
+	if err := local.Add(context.Background(), "fresh", []kvstore.Slot{minute(s.Now())}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := iso.g.Len(); n != 2 { // the fresh counter and the sweep marker
+		t.Errorf("%d cells after the slots expired, want 2", n)
+	}
+}
+
+func TestClockBackwardsStillSweepsAndCounts(t *testing.T) {
+	now := t0
+	g := NewMemGlobals("x")
+	local := NewLocal(g, func() time.Time { return now })
+	sl := minute(t0)
+	if err := local.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{2}); err != nil {
+		t.Fatal(err)
+	}
+	now = t0.Add(-time.Hour)
+	if err := local.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{3}); err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int64, 1)
+	if err := local.Load(context.Background(), "id", []kvstore.Slot{sl}, counts); err != nil || counts[0] != 5 {
+		t.Errorf("count across a clock step back = %d, %v; want 5", counts[0], err)
+	}
+}
+
+func TestSlotPrefix(t *testing.T) {
+	sl := kvstore.Slot{Name: "minute", Bucket: 29876543, Length: time.Minute}
+	p := SlotPrefix("k:secret-api-key", sl)
+	if strings.Contains(p, "secret") {
+		t.Errorf("prefix %q holds the raw identity", p)
+	}
+	if !strings.HasPrefix(p, KeyPrefix+"minute:") || !strings.HasSuffix(p, ":60000:29876543:") {
+		t.Errorf("prefix %q is not sg:{rule}:{hash}:{length ms}:{bucket}:", p)
+	}
+	// No two distinct slots share a prefix, and none is a prefix of another.
+	distinct := []string{
+		SlotPrefix("a", kvstore.Slot{Name: "r", Bucket: 1, Length: time.Minute}),
+		SlotPrefix("a", kvstore.Slot{Name: "r", Bucket: 11, Length: time.Minute}),
+		SlotPrefix("a", kvstore.Slot{Name: "r", Bucket: 1, Length: time.Hour}),
+		SlotPrefix("a", kvstore.Slot{Name: "r:1", Bucket: 1, Length: time.Minute}),
+		SlotPrefix("a:1", kvstore.Slot{Name: "r", Bucket: 1, Length: time.Minute}),
+		SlotPrefix("b", kvstore.Slot{Name: "r", Bucket: 1, Length: time.Minute}),
+	}
+	for i, a := range distinct {
+		for j, b := range distinct {
+			if i != j && strings.HasPrefix(a, b) {
+				t.Errorf("%q starts with %q", a, b)
+			}
+		}
+	}
+}
+
+func TestTTL(t *testing.T) {
+	tests := []struct {
+		name   string
+		length time.Duration
+		at     time.Duration // into the bucket
+		want   time.Duration
+	}{
+		{"minute, start", time.Minute, 0, 2 * time.Minute},
+		{"minute, late", time.Minute, 59*time.Second + 500*time.Millisecond, 61 * time.Second},
+		{"second rule: at least 60 s", time.Second, 0, MinTTL},
+		{"hour", time.Hour, 30 * time.Minute, 90 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := window.Index(t0, tt.length)
+			sl := kvstore.Slot{Name: "r", Bucket: b, Length: tt.length}
+			if got := ttl(sl, window.Start(b, tt.length).Add(tt.at)); got != tt.want {
+				t.Errorf("ttl = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLocalAddIfIsAtomicAcrossStores(t *testing.T) {
+	// Two Local values over one Globals are two requests of one isolate.
+	g := NewMemGlobals("")
+	a, b := NewLocal(g, nil), NewLocal(g, nil)
+	sl := minute(t0)
+	var admitted sync.Map
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Go(func() {
+			l := a
+			if i%2 == 1 {
+				l = b
+			}
+			ok, err := l.AddIf(context.Background(), "id", []kvstore.Cond{{Slot: sl, Max: 9, Add: 1}}, make([]int64, 1))
+			if err == nil && ok {
+				admitted.Store(i, true)
+			}
+		})
+	}
+	wg.Wait()
+	n := 0
+	admitted.Range(func(any, any) bool { n++; return true })
+	if n != 10 {
+		t.Errorf("admitted %d of 100 against a limit of 10", n)
+	}
+}
