@@ -1,0 +1,246 @@
+package dynamostore
+
+import (
+	"fmt"
+	"hash/maphash"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// shardCount spreads identities over independently locked maps.
+const shardCount = 64
+
+// sweepEvery is how much observed time passes between two sweeps of a full
+// shard for expired identities.
+const sweepEvery = time.Second
+
+// cache keeps, per identity, the counters of the last item DynamoDB returned.
+// Its values only ever come from the server, so they are lower bounds of the
+// stored counts (counters grow within their bucket), except that a concurrent
+// undo (a negative Add) can leave a cached count above the truth by the undone
+// amount until its bucket ends, which errs towards denial.
+//
+// The cache reads no clock: the latest bucket start it has been asked about is
+// its time. An identity whose TTL has passed is dropped when its shard is full;
+// when nothing has expired an arbitrary identity makes room, which only costs
+// that identity one conditional write that fails and returns its counts.
+type cache struct {
+	seed   maphash.Seed
+	limit  int // identities per shard
+	shards [shardCount]cacheShard
+}
+
+type cacheShard struct {
+	mu        sync.Mutex
+	m         map[string]*entry
+	now       time.Time
+	nextSweep time.Time
+}
+
+type entry struct {
+	cells []cell
+	ttl   int64 // Unix seconds
+}
+
+// cell is one counter attribute, parsed from its name.
+type cell struct {
+	attr   string
+	name   string // rule name, a substring of attr
+	length time.Duration
+	bucket int64
+	count  int64
+}
+
+func newCache(size int) *cache {
+	c := &cache{seed: maphash.MakeSeed(), limit: max(1, size/shardCount)}
+	for i := range c.shards {
+		c.shards[i].m = make(map[string]*entry)
+	}
+	return c
+}
+
+func (c *cache) shard(id string) *cacheShard {
+	return &c.shards[maphash.String(c.seed, id)%shardCount]
+}
+
+// observe advances the shard's clock to the start of the newest slot seen.
+func (sh *cacheShard) observe(sl kvstore.Slot) {
+	if t := window.Start(sl.Bucket, sl.Length); t.After(sh.now) {
+		sh.now = t
+	}
+}
+
+// load sets counts[i] to the cached count of slots[i], zero when unknown.
+func (c *cache) load(id string, slots []kvstore.Slot, counts []int64) {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	var cells []cell
+	if e := sh.m[id]; e != nil {
+		cells = e.cells
+	}
+	for i, sl := range slots {
+		sh.observe(sl)
+		counts[i] = find(cells, sl)
+	}
+}
+
+// find returns the count of sl in cells, zero when absent.
+func find(cells []cell, sl kvstore.Slot) int64 {
+	for _, c := range cells {
+		if c.bucket == sl.Bucket && c.length == sl.Length && c.name == sl.Name {
+			return c.count
+		}
+	}
+	return 0
+}
+
+// stale returns the cached attributes of id that belong to a rule in conds
+// but to a bucket before the previous of the newest bucket conds name for
+// that rule: nothing reads them any more. It also returns the cached TTL, so that a write never
+// shortens it.
+func (c *cache) stale(id string, conds []kvstore.Cond) ([]string, int64) {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for _, cd := range conds {
+		sh.observe(cd.Slot)
+	}
+	e := sh.m[id]
+	if e == nil {
+		return nil, 0
+	}
+	var old []string
+	for _, cl := range e.cells {
+		newest, ours := int64(0), false
+		for _, cd := range conds {
+			if cd.Name == cl.name && cd.Length == cl.length && (!ours || cd.Bucket > newest) {
+				newest, ours = cd.Bucket, true
+			}
+		}
+		if ours && cl.bucket < newest-1 {
+			old = append(old, cl.attr)
+		}
+	}
+	return old, e.ttl
+}
+
+// store parses item, caches it for id and returns its counters. With merge,
+// a counter keeps the larger of its cached and returned values (responses
+// to concurrent writes can arrive out of order); without, the item replaces
+// the cached one. A nil item (no such identity) caches nothing.
+func (c *cache) store(id string, item map[string]types.AttributeValue, merge bool) ([]cell, error) {
+	if item == nil {
+		return nil, nil
+	}
+	e := &entry{cells: make([]cell, 0, len(item))}
+	for a, v := range item {
+		switch a {
+		case KeyAttribute:
+			continue
+		case TTLAttribute:
+			n, err := parseNumber(a, v)
+			if err != nil {
+				return nil, err
+			}
+			e.ttl = n
+			continue
+		}
+		cl, ok := parseAttr(a)
+		if !ok {
+			continue // not a counter: leave it alone
+		}
+		n, err := parseNumber(a, v)
+		if err != nil {
+			return nil, err
+		}
+		cl.count = n
+		e.cells = append(e.cells, cl)
+	}
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if prev := sh.m[id]; prev != nil {
+		if merge {
+			merged := make([]cell, len(e.cells))
+			copy(merged, e.cells)
+			for i, cl := range merged {
+				for _, p := range prev.cells {
+					if p.attr == cl.attr && p.count > cl.count {
+						merged[i].count = p.count
+					}
+				}
+			}
+			sh.m[id] = &entry{cells: merged, ttl: max(e.ttl, prev.ttl)}
+		} else {
+			sh.m[id] = e
+		}
+		return e.cells, nil
+	}
+	if len(sh.m) >= c.limit {
+		sh.evict(c.limit)
+	}
+	sh.m[id] = e
+	return e.cells, nil
+}
+
+// evict makes room for one identity: expired ones first (at most one sweep
+// per sweepEvery of observed time), else an arbitrary one.
+func (sh *cacheShard) evict(limit int) {
+	if !sh.now.Before(sh.nextSweep) {
+		sh.nextSweep = sh.now.Add(sweepEvery)
+		now := sh.now.Unix()
+		for id, e := range sh.m {
+			if e.ttl <= now {
+				delete(sh.m, id)
+			}
+		}
+	}
+	if len(sh.m) < limit {
+		return
+	}
+	for id := range sh.m {
+		delete(sh.m, id)
+		return
+	}
+}
+
+// parseAttr splits "<rule>#<length>#<bucket>".
+func parseAttr(a string) (cell, bool) {
+	j := strings.LastIndexByte(a, '#')
+	if j <= 0 {
+		return cell{}, false
+	}
+	i := strings.LastIndexByte(a[:j], '#')
+	if i <= 0 {
+		return cell{}, false
+	}
+	b, err := strconv.ParseInt(a[j+1:], 10, 64)
+	if err != nil {
+		return cell{}, false
+	}
+	d, err := time.ParseDuration(a[i+1 : j])
+	if err != nil || d <= 0 {
+		return cell{}, false
+	}
+	return cell{attr: a, name: a[:i], length: d, bucket: b}, true
+}
+
+func parseNumber(a string, v types.AttributeValue) (int64, error) {
+	n, ok := v.(*types.AttributeValueMemberN)
+	if !ok {
+		return 0, fmt.Errorf("%w: attribute %q is not a number", ErrItem, a)
+	}
+	x, err := strconv.ParseInt(n.Value, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: attribute %q: %v", ErrItem, a, err)
+	}
+	return x, nil
+}

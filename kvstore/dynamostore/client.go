@@ -1,0 +1,117 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Retry bounds of NewClient: at most MaxAttempts tries of one call, at most
+// MaxBackoff between two. With a store_timeout of 100 ms or more a failing
+// server is retried within the budget; the caller's context ends it anyway.
+const (
+	MaxAttempts = 3
+	MaxBackoff  = 20 * time.Millisecond
+)
+
+// NewClient returns a DynamoDB client from the default AWS configuration
+// (environment, shared config, the Lambda role) with bounded retries. A
+// non-empty endpoint (for example dynalite's "http://127.0.0.1:4567")
+// replaces the regional one; for a loopback endpoint without
+// AWS_ACCESS_KEY_ID in the environment it signs with placeholder
+// credentials, which local servers accept, and the region defaults to
+// us-east-1.
+func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
+	opts := []func(*config.LoadOptions) error{
+		config.WithRetryer(func() aws.Retryer {
+			return retry.NewStandard(func(o *retry.StandardOptions) {
+				o.MaxAttempts = MaxAttempts
+				o.MaxBackoff = MaxBackoff
+				// No retry quota: after an outage it would go on refusing
+				// retries; attempts and the context bound the calls.
+				o.RateLimiter = ratelimit.None
+			})
+		}),
+	}
+	if endpoint != "" {
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Scheme == "" || u.Host == "" {
+			return nil, fmt.Errorf("dynamostore: endpoint %q: want a URL such as http://127.0.0.1:4567", endpoint)
+		}
+		if loopback(u.Hostname()) && os.Getenv("AWS_ACCESS_KEY_ID") == "" {
+			opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("local", "local", "")))
+		}
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dynamostore: aws config: %w", err)
+	}
+	if cfg.Region == "" && endpoint != "" {
+		cfg.Region = "us-east-1"
+	}
+	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		if endpoint != "" {
+			o.BaseEndpoint = aws.String(endpoint)
+		}
+	}), nil
+}
+
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// TableAPI is the slice of the DynamoDB client CreateTable calls.
+type TableAPI interface {
+	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
+	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+}
+
+// CreateTable creates table with the key schema the Store expects, billed
+// on demand, and waits until it is active. A table that already exists is
+// not an error. It is for local servers (dynalite) and tests; deployments
+// get the table, and its TTL setting, from template.yaml.
+func CreateTable(ctx context.Context, client TableAPI, table string) error {
+	if table == "" {
+		return ErrTable
+	}
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(KeyAttribute), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return fmt.Errorf("dynamostore: create table %q: %w", table, err)
+	}
+	for {
+		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
+		if err != nil {
+			return fmt.Errorf("dynamostore: describe table %q: %w", table, err)
+		}
+		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("dynamostore: table %q not active: %w", table, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,41 @@
+// Package dynamostore keeps slidegate's counters in one DynamoDB table and
+// admits requests with a single conditional write.
+//
+// # Layout
+//
+// One item per identity, keyed by the string attribute KeyAttribute ("id").
+// Each rule bucket is one number attribute named "<rule>#<bucket length>#<bucket
+// index>", for example "minute#1m0s#29384720", so every rule of an identity
+// is decided in the same item. TTLAttribute ("ttl") holds the Unix second
+// after which no bucket of the item can be read any more; the table's TTL
+// setting (template.yaml) lets DynamoDB delete idle identities. The code
+// never calls UpdateTimeToLive.
+//
+// # One request per decision
+//
+// AddIf is one UpdateItem: ADD the cost to every current bucket, a
+// ConditionExpression "count <= max" per clause (derived by the limiter from
+// the limit minus the weighted previous bucket), REMOVE the identity's
+// buckets older than the ones in use, SET the TTL. DynamoDB applies all or
+// nothing, so a request is counted if and only if every rule admits it, under
+// any concurrency, and a request denied by one rule charges no rule.
+//
+// The item that comes back (ReturnValues ALL_NEW) refreshes a bounded cache
+// in the Store, and Load answers from that cache without a request: a
+// previous bucket no longer changes once it has ended, and cached current
+// counts are lower bounds, which the limiter's conditional write corrects.
+// An identity never seen loads as zeros. In steady state a decision costs
+// exactly one UpdateItem; an identity the limiter knows to be blocked costs
+// none (its deny cache).
+//
+// When a condition fails, DynamoDB returns the stored item with the failure
+// (ReturnValuesOnConditionCheckFailure ALL_OLD), so the true counts cost no
+// second read. Servers that do not return it (dynalite 4.0.0) get one
+// consistent GetItem instead.
+//
+// # Bounds
+//
+// Every call runs under the caller's context, which carries the HTTP
+// layer's store_timeout. NewClient bounds the SDK's retries (MaxAttempts,
+// MaxBackoff) so that they fit such a budget.
+package dynamostore

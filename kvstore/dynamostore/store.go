@@ -1,0 +1,296 @@
+package dynamostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/slidegate/slidegate/kvstore"
+)
+
+// Names the table and the IAM policy must agree on (template.yaml is tested
+// against them).
+const (
+	// KeyAttribute is the table's partition key, a string: the identity.
+	KeyAttribute = "id"
+	// TTLAttribute holds the Unix second after which the item's counters
+	// can no longer be read; the table's TimeToLiveSpecification names it.
+	TTLAttribute = "ttl"
+)
+
+// Actions are the DynamoDB item actions the Store calls; a least-privilege
+// policy grants these and nothing else.
+var Actions = []string{"dynamodb:UpdateItem", "dynamodb:GetItem"}
+
+// DefaultCacheSize is the number of identities the Store caches when no
+// CacheSize option is given.
+const DefaultCacheSize = 65536
+
+// Errors returned by New and the Store's methods.
+var (
+	ErrTable  = errors.New("dynamostore: table name must not be empty")
+	ErrClient = errors.New("dynamostore: client must not be nil")
+	ErrLength = errors.New("dynamostore: counts and slots differ in length")
+	ErrSlot   = errors.New("dynamostore: slot needs a rule name and a positive length")
+	ErrItem   = errors.New("dynamostore: malformed item")
+)
+
+// API is the slice of the DynamoDB client the Store calls, with the SDK's
+// signatures: *dynamodb.Client satisfies it, tests pass a fake.
+type API interface {
+	UpdateItem(ctx context.Context, in *dynamodb.UpdateItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error)
+	GetItem(ctx context.Context, in *dynamodb.GetItemInput, optFns ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error)
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// CacheSize bounds the identities whose last seen counters the Store keeps.
+// Zero or less means DefaultCacheSize.
+func CacheSize(n int) Option {
+	return func(s *Store) {
+		if n > 0 {
+			s.cacheSize = n
+		}
+	}
+}
+
+var _ kvstore.Conditional = (*Store)(nil)
+
+// Store is a kvstore.Conditional on one DynamoDB table. Create it with New;
+// the zero value is not usable. A Store is safe for concurrent use; one per
+// process (Lambda instance) lets its cache pay off.
+type Store struct {
+	api       API
+	table     *string
+	cacheSize int
+	cache     *cache
+	// oldOnFailure records that the server has returned the stored item
+	// with a failed condition: from then on a failure without an item
+	// means the item does not exist, and no read is needed.
+	oldOnFailure atomic.Bool
+}
+
+// New returns a Store keeping counters in table through client.
+func New(client API, table string, opts ...Option) (*Store, error) {
+	if client == nil {
+		return nil, ErrClient
+	}
+	if table == "" {
+		return nil, ErrTable
+	}
+	s := &Store{api: client, table: aws.String(table), cacheSize: DefaultCacheSize}
+	for _, o := range opts {
+		o(s)
+	}
+	s.cache = newCache(s.cacheSize)
+	return s, nil
+}
+
+// Load implements kvstore.Store from the Store's cache: it sends no request.
+// Counts are the last values this Store saw, lower bounds of the stored
+// ones; identities it has not seen load as zeros.
+func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	if len(counts) != len(slots) {
+		return fmt.Errorf("%w: %d counts, %d slots", ErrLength, len(counts), len(slots))
+	}
+	s.cache.load(id, slots, counts)
+	return nil
+}
+
+// Add implements kvstore.Store: one unconditional UpdateItem adding costs[i]
+// to slots[i]. Zero costs are skipped; when all are zero, no request is sent.
+func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	if len(costs) != len(slots) {
+		return fmt.Errorf("%w: %d costs, %d slots", ErrLength, len(costs), len(slots))
+	}
+	conds := make([]kvstore.Cond, 0, len(slots))
+	undo := false
+	for i, sl := range slots {
+		if costs[i] != 0 {
+			conds = append(conds, kvstore.Cond{Slot: sl, Add: costs[i]})
+			undo = undo || costs[i] < 0
+		}
+	}
+	if len(conds) == 0 {
+		return nil
+	}
+	in, err := s.update(id, conds, false)
+	if err != nil {
+		return err
+	}
+	out, err := s.api.UpdateItem(ctx, in)
+	if err != nil {
+		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
+	}
+	// An undo lowers counts: merging by maximum would keep the old, higher
+	// values, so the returned item replaces the cached one.
+	if _, err := s.cache.store(id, out.Attributes, !undo); err != nil {
+		return err
+	}
+	return nil
+}
+
+// AddIf implements kvstore.Conditional with one conditional UpdateItem.
+// When the condition fails, the current counts come from the failure
+// itself, or from one consistent GetItem on servers that do not return the
+// item with it. A failed condition is not an error.
+func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	if len(counts) != len(conds) {
+		return false, fmt.Errorf("%w: %d counts, %d clauses", ErrLength, len(counts), len(conds))
+	}
+	in, err := s.update(id, conds, true)
+	if err != nil {
+		return false, err
+	}
+	out, err := s.api.UpdateItem(ctx, in)
+	if err == nil {
+		item, err := s.cache.store(id, out.Attributes, true)
+		if err != nil {
+			return false, err
+		}
+		fill(item, conds, counts)
+		return true, nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if !errors.As(err, &ccf) {
+		return false, fmt.Errorf("dynamostore: conditional add: %w", err)
+	}
+	attrs := ccf.Item
+	if attrs != nil {
+		s.oldOnFailure.Store(true)
+	} else if !s.oldOnFailure.Load() {
+		got, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName:      s.table,
+			Key:            key(id),
+			ConsistentRead: aws.Bool(true),
+		})
+		if err != nil {
+			return false, fmt.Errorf("dynamostore: read after failed condition: %w", err)
+		}
+		attrs = got.Item
+	}
+	item, err := s.cache.store(id, attrs, true)
+	if err != nil {
+		return false, err
+	}
+	fill(item, conds, counts)
+	return false, nil
+}
+
+// fill sets counts[i] to the count of conds[i]'s slot in item.
+func fill(item []cell, conds []kvstore.Cond, counts []int64) {
+	for i, c := range conds {
+		counts[i] = find(item, c.Slot)
+	}
+}
+
+func key(id string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: id}}
+}
+
+// attrName is the counter attribute of a slot: "<rule>#<length>#<bucket>".
+func attrName(sl kvstore.Slot) string {
+	return sl.Name + "#" + sl.Length.String() + "#" + strconv.FormatInt(sl.Bucket, 10)
+}
+
+// update builds the UpdateItem of conds: ADD each clause's Add, and when
+// conditional, require each clause's count to be at most its Max. It also
+// removes the identity's cached buckets before the previous one and
+// sets the TTL to the latest expiry.
+func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dynamodb.UpdateItemInput, error) {
+	names := map[string]string{"#t": TTLAttribute}
+	values := map[string]types.AttributeValue{}
+	var cond, add strings.Builder
+	ph := make(map[string]string, len(conds)) // attribute -> placeholder
+	sums := make(map[string]int64, len(conds))
+	var ttl int64
+	for i, c := range conds {
+		if c.Name == "" || c.Length <= 0 {
+			return nil, fmt.Errorf("%w: %+v", ErrSlot, c.Slot)
+		}
+		a := attrName(c.Slot)
+		p, seen := ph[a]
+		if !seen {
+			p = "#c" + strconv.Itoa(len(ph))
+			ph[a] = p
+			names[p] = a
+		}
+		ttl = max(ttl, expiry(c.Slot))
+		if conditional {
+			v := ":m" + strconv.Itoa(i)
+			values[v] = number(c.Max)
+			if cond.Len() > 0 {
+				cond.WriteString(" AND ")
+			}
+			if c.Max < 0 {
+				// A missing counter is zero, which exceeds a negative max.
+				cond.WriteString(p + " <= " + v)
+			} else {
+				cond.WriteString("(attribute_not_exists(" + p + ") OR " + p + " <= " + v + ")")
+			}
+		}
+		if c.Add != 0 {
+			if _, dup := sums[a]; !dup {
+				if add.Len() > 0 {
+					add.WriteString(", ")
+				}
+				add.WriteString(p + " :a" + p[2:])
+			}
+			sums[a] += c.Add
+		}
+	}
+	for a, sum := range sums {
+		values[":a"+ph[a][2:]] = number(sum)
+	}
+	old, cachedTTL := s.cache.stale(id, conds)
+	ttl = max(ttl, cachedTTL)
+	values[":t"] = number(ttl)
+	expr := "SET #t = :t"
+	if add.Len() > 0 {
+		expr += " ADD " + add.String()
+	}
+	for i, a := range old {
+		p := "#r" + strconv.Itoa(i)
+		names[p] = a
+		if i == 0 {
+			expr += " REMOVE " + p
+		} else {
+			expr += ", " + p
+		}
+	}
+	in := &dynamodb.UpdateItemInput{
+		TableName:                 s.table,
+		Key:                       key(id),
+		UpdateExpression:          aws.String(expr),
+		ExpressionAttributeNames:  names,
+		ExpressionAttributeValues: values,
+		ReturnValues:              types.ReturnValueAllNew,
+	}
+	if conditional && cond.Len() > 0 {
+		in.ConditionExpression = aws.String(cond.String())
+		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	}
+	return in, nil
+}
+
+// expiry is sl.Expires in Unix seconds, rounded up.
+func expiry(sl kvstore.Slot) int64 {
+	t := sl.Expires()
+	sec := t.Unix()
+	if t.Nanosecond() > 0 {
+		sec++
+	}
+	return sec
+}
+
+func number(n int64) types.AttributeValue {
+	return &types.AttributeValueMemberN{Value: strconv.FormatInt(n, 10)}
+}

@@ -1,0 +1,373 @@
+package dynamostore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/dynamostore"
+)
+
+// fakeAPI records requests and answers them with the functions it is given.
+type fakeAPI struct {
+	updates []*dynamodb.UpdateItemInput
+	gets    []*dynamodb.GetItemInput
+	update  func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error)
+	get     func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error)
+}
+
+func (f *fakeAPI) UpdateItem(_ context.Context, in *dynamodb.UpdateItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateItemOutput, error) {
+	f.updates = append(f.updates, in)
+	return f.update(in)
+}
+
+func (f *fakeAPI) GetItem(_ context.Context, in *dynamodb.GetItemInput, _ ...func(*dynamodb.Options)) (*dynamodb.GetItemOutput, error) {
+	f.gets = append(f.gets, in)
+	if f.get == nil {
+		return &dynamodb.GetItemOutput{}, nil
+	}
+	return f.get(in)
+}
+
+// item builds a returned item from "attribute", count pairs.
+func item(kv ...any) map[string]types.AttributeValue {
+	m := map[string]types.AttributeValue{"id": &types.AttributeValueMemberS{Value: "k"}}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = &types.AttributeValueMemberN{Value: fmt.Sprint(kv[i+1])}
+	}
+	return m
+}
+
+// returns answers every UpdateItem with attrs.
+func returns(attrs map[string]types.AttributeValue) func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+	return func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return &dynamodb.UpdateItemOutput{Attributes: attrs}, nil
+	}
+}
+
+const b0 = int64(29384720) // a minute bucket in 2025
+
+func minute(b int64) kvstore.Slot { return kvstore.Slot{Name: "minute", Bucket: b, Length: time.Minute} }
+func day(b int64) kvstore.Slot    { return kvstore.Slot{Name: "day", Bucket: b, Length: 24 * time.Hour} }
+
+func mustNew(t *testing.T, api dynamostore.API, opts ...dynamostore.Option) *dynamostore.Store {
+	t.Helper()
+	s, err := dynamostore.New(api, "tbl", opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+func TestNewRejects(t *testing.T) {
+	if _, err := dynamostore.New(nil, "tbl"); !errors.Is(err, dynamostore.ErrClient) {
+		t.Errorf("New(nil client) = %v, want ErrClient", err)
+	}
+	if _, err := dynamostore.New(&fakeAPI{}, ""); !errors.Is(err, dynamostore.ErrTable) {
+		t.Errorf("New(empty table) = %v, want ErrTable", err)
+	}
+}
+
+// resolve replaces the placeholders of expr with attribute names and values.
+func resolve(in *dynamodb.UpdateItemInput, expr string) string {
+	var pairs []string
+	for k, v := range in.ExpressionAttributeNames {
+		pairs = append(pairs, k, v)
+	}
+	for k, v := range in.ExpressionAttributeValues {
+		pairs = append(pairs, k, v.(*types.AttributeValueMemberN).Value)
+	}
+	// Longest placeholders first, so that ":m1" never eats ":m10".
+	type kv struct{ k, v string }
+	var kvs []kv
+	for i := 0; i < len(pairs); i += 2 {
+		kvs = append(kvs, kv{pairs[i], pairs[i+1]})
+	}
+	slices.SortFunc(kvs, func(a, b kv) int { return len(b.k) - len(a.k) })
+	for _, p := range kvs {
+		expr = strings.ReplaceAll(expr, p.k, p.v)
+	}
+	return expr
+}
+
+func TestAddIfIsOneConditionalUpdate(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384719", 4, "minute#1m0s#29384720", 3, "day#24h0m0s#20406", 9, "ttl", 1))}
+	s := mustNew(t, api)
+	conds := []kvstore.Cond{
+		{Slot: minute(b0 - 1), Max: 4},
+		{Slot: minute(b0), Max: 5, Add: 2},
+		{Slot: day(20406 - 1), Max: 0},
+		{Slot: day(20406), Max: 97, Add: 2},
+	}
+	counts := make([]int64, len(conds))
+	ok, err := s.AddIf(context.Background(), "k", conds, counts)
+	if err != nil || !ok {
+		t.Fatalf("AddIf = %v, %v; want true, nil", ok, err)
+	}
+	if got, want := fmt.Sprint(counts), "[4 3 0 9]"; got != want {
+		t.Errorf("counts = %s, want %s (from the returned item)", got, want)
+	}
+	if len(api.updates) != 1 || len(api.gets) != 0 {
+		t.Fatalf("requests: %d updates, %d gets; want 1, 0", len(api.updates), len(api.gets))
+	}
+	in := api.updates[0]
+	if got, want := resolve(in, aws.ToString(in.ConditionExpression)),
+		"(attribute_not_exists(minute#1m0s#29384719) OR minute#1m0s#29384719 <= 4) AND "+
+			"(attribute_not_exists(minute#1m0s#29384720) OR minute#1m0s#29384720 <= 5) AND "+
+			"(attribute_not_exists(day#24h0m0s#20405) OR day#24h0m0s#20405 <= 0) AND "+
+			"(attribute_not_exists(day#24h0m0s#20406) OR day#24h0m0s#20406 <= 97)"; got != want {
+		t.Errorf("condition\n got %s\nwant %s", got, want)
+	}
+	// The TTL is the end of the day bucket after the current one.
+	ttl := time.Unix(0, 0).Add(20408 * 24 * time.Hour).Unix()
+	if got, want := resolve(in, aws.ToString(in.UpdateExpression)),
+		fmt.Sprintf("SET ttl = %d ADD minute#1m0s#29384720 2, day#24h0m0s#20406 2", ttl); got != want {
+		t.Errorf("update\n got %s\nwant %s", got, want)
+	}
+	if in.ReturnValues != types.ReturnValueAllNew || in.ReturnValuesOnConditionCheckFailure != types.ReturnValuesOnConditionCheckFailureAllOld {
+		t.Errorf("ReturnValues = %q, on failure %q; want ALL_NEW, ALL_OLD", in.ReturnValues, in.ReturnValuesOnConditionCheckFailure)
+	}
+	if got := in.Key["id"].(*types.AttributeValueMemberS).Value; got != "k" || aws.ToString(in.TableName) != "tbl" {
+		t.Errorf("key %q in table %q, want k in tbl", got, aws.ToString(in.TableName))
+	}
+}
+
+func TestAddIfNegativeMaxNeedsTheAttribute(t *testing.T) {
+	api := &fakeAPI{update: returns(item())}
+	s := mustNew(t, api)
+	_, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: minute(b0), Max: -1, Add: 1}}, make([]int64, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := api.updates[0]
+	if got, want := resolve(in, aws.ToString(in.ConditionExpression)), "minute#1m0s#29384720 <= -1"; got != want {
+		t.Errorf("condition = %s, want %s: a missing counter (0) must fail a negative max", got, want)
+	}
+}
+
+func TestAddIfFailureUsesReturnedItem(t *testing.T) {
+	ccf := func(attrs map[string]types.AttributeValue) func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		return func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return nil, fmt.Errorf("operation error: %w", &types.ConditionalCheckFailedException{Message: aws.String("failed"), Item: attrs})
+		}
+	}
+	api := &fakeAPI{update: ccf(item("minute#1m0s#29384720", 10))}
+	s := mustNew(t, api)
+	counts := make([]int64, 2)
+	conds := []kvstore.Cond{{Slot: minute(b0 - 1), Max: 0}, {Slot: minute(b0), Max: 9, Add: 1}}
+	ok, err := s.AddIf(context.Background(), "k", conds, counts)
+	if err != nil || ok {
+		t.Fatalf("AddIf = %v, %v; want false, nil", ok, err)
+	}
+	if got, want := fmt.Sprint(counts), "[0 10]"; got != want {
+		t.Errorf("counts = %s, want %s", got, want)
+	}
+	if len(api.gets) != 0 {
+		t.Errorf("%d GetItem after a failure that returned the item, want 0", len(api.gets))
+	}
+	// The failure refreshed the cache.
+	loaded := make([]int64, 2)
+	if err := s.Load(context.Background(), "k", []kvstore.Slot{minute(b0 - 1), minute(b0)}, loaded); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(loaded), "[0 10]"; got != want {
+		t.Errorf("Load after failure = %s, want %s", got, want)
+	}
+	// The server has shown that it returns items: a failure without one
+	// means no item, and needs no read.
+	api.update = ccf(nil)
+	if ok, err := s.AddIf(context.Background(), "other", conds, counts); err != nil || ok {
+		t.Fatalf("AddIf = %v, %v; want false, nil", ok, err)
+	}
+	if len(api.gets) != 0 {
+		t.Errorf("%d GetItem, want 0", len(api.gets))
+	}
+}
+
+func TestAddIfFailureWithoutItemReads(t *testing.T) {
+	api := &fakeAPI{
+		update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+			return nil, &types.ConditionalCheckFailedException{Message: aws.String("failed")}
+		},
+		get: func(*dynamodb.GetItemInput) (*dynamodb.GetItemOutput, error) {
+			return &dynamodb.GetItemOutput{Item: item("minute#1m0s#29384720", 7)}, nil
+		},
+	}
+	s := mustNew(t, api)
+	counts := make([]int64, 1)
+	ok, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: minute(b0), Max: 6, Add: 1}}, counts)
+	if err != nil || ok || counts[0] != 7 {
+		t.Fatalf("AddIf = %v, %v, counts %v; want false, nil, [7]", ok, err, counts)
+	}
+	if len(api.gets) != 1 || !aws.ToBool(api.gets[0].ConsistentRead) {
+		t.Fatalf("want one consistent GetItem, got %d", len(api.gets))
+	}
+}
+
+func TestErrorsAreWrapped(t *testing.T) {
+	boom := errors.New("boom")
+	api := &fakeAPI{update: func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) { return nil, boom }}
+	s := mustNew(t, api)
+	_, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: minute(b0), Max: 1, Add: 1}}, make([]int64, 1))
+	if !errors.Is(err, boom) || !strings.HasPrefix(err.Error(), "dynamostore: ") {
+		t.Errorf("AddIf error = %v, want dynamostore-prefixed wrap of boom", err)
+	}
+	if err := s.Add(context.Background(), "k", []kvstore.Slot{minute(b0)}, []int64{1}); !errors.Is(err, boom) {
+		t.Errorf("Add error = %v, want wrap of boom", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", "x"))}
+	s := mustNew(t, api)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"load length", s.Load(ctx, "k", []kvstore.Slot{minute(b0)}, nil), dynamostore.ErrLength},
+		{"add length", s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, nil), dynamostore.ErrLength},
+		{"addif slot", func() error {
+			_, err := s.AddIf(ctx, "k", []kvstore.Cond{{Slot: kvstore.Slot{Name: "m"}, Add: 1}}, make([]int64, 1))
+			return err
+		}(), dynamostore.ErrSlot},
+		{"malformed count", s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, []int64{1}), dynamostore.ErrItem},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !errors.Is(tt.err, tt.want) {
+				t.Errorf("error = %v, want %v", tt.err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoadSendsNoRequest(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384719", 5, "minute#1m0s#29384720", 2))}
+	s := mustNew(t, api)
+	ctx := context.Background()
+	counts := make([]int64, 2)
+	if err := s.Load(ctx, "never-seen", []kvstore.Slot{minute(b0 - 1), minute(b0)}, counts); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0 - 1), minute(b0)}, counts); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(counts), "[5 2]"; got != want {
+		t.Errorf("Load = %s, want %s from the last returned item", got, want)
+	}
+	if len(api.updates) != 1 || len(api.gets) != 0 {
+		t.Errorf("requests: %d updates, %d gets; want 1 (the Add), 0", len(api.updates), len(api.gets))
+	}
+}
+
+func TestAddZeroSendsNothing(t *testing.T) {
+	api := &fakeAPI{update: returns(item())}
+	s := mustNew(t, api)
+	if err := s.Add(context.Background(), "k", []kvstore.Slot{minute(b0), day(20406)}, []int64{0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	if len(api.updates) != 0 {
+		t.Errorf("%d updates for zero costs, want 0", len(api.updates))
+	}
+}
+
+func TestOldBucketsRemovedAndTTLNeverShrinks(t *testing.T) {
+	dayTTL := time.Unix(0, 0).Add(20408 * 24 * time.Hour).Unix()
+	api := &fakeAPI{update: returns(item(
+		"minute#1m0s#29384717", 1, "minute#1m0s#29384718", 2, "minute#1m0s#29384719", 3,
+		"day#24h0m0s#20406", 6, "other#1m0s#1", 1, "ttl", dayTTL))}
+	s := mustNew(t, api)
+	ctx := context.Background()
+	if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0 - 1)}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	// Now in bucket b0: buckets before b0-1 of the same rule go; the
+	// previous bucket, other rules and other lengths stay. Only the minute
+	// slot is written, but the cached day TTL is kept.
+	if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	in := api.updates[1]
+	want := fmt.Sprintf("SET ttl = %d ADD minute#1m0s#29384720 1 REMOVE ", dayTTL)
+	got := resolve(in, aws.ToString(in.UpdateExpression))
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("update = %s, want prefix %s", got, want)
+	}
+	removed := strings.Split(strings.TrimPrefix(got, want), ", ")
+	slices.Sort(removed)
+	if got, want := fmt.Sprint(removed), "[minute#1m0s#29384717 minute#1m0s#29384718]"; got != want {
+		t.Errorf("removed %s, want %s", got, want)
+	}
+}
+
+func TestDuplicateSlotsMerge(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 3))}
+	s := mustNew(t, api)
+	counts := make([]int64, 2)
+	if _, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: minute(b0), Max: 5, Add: 1}, {Slot: minute(b0), Max: 4, Add: 2}}, counts); err != nil {
+		t.Fatal(err)
+	}
+	in := api.updates[0]
+	if got, want := resolve(in, aws.ToString(in.UpdateExpression)), "ADD minute#1m0s#29384720 3"; !strings.HasSuffix(got, want) {
+		t.Errorf("update = %s, want one ADD of 3 (two paths must not overlap)", got)
+	}
+	if got, want := fmt.Sprint(counts), "[3 3]"; got != want {
+		t.Errorf("counts = %s, want %s", got, want)
+	}
+}
+
+func TestNegativeAddReplacesCache(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 5))}
+	s := mustNew(t, api)
+	ctx := context.Background()
+	if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, []int64{5}); err != nil {
+		t.Fatal(err)
+	}
+	api.update = returns(item("minute#1m0s#29384720", 3))
+	if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, []int64{-2}); err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int64, 1)
+	if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0)}, counts); err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != 3 {
+		t.Errorf("Load after undo = %d, want 3 (an undo must not keep the higher count)", counts[0])
+	}
+}
+
+func TestStaleResponseDoesNotLowerCache(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 8))}
+	s := mustNew(t, api)
+	ctx := context.Background()
+	one := []kvstore.Cond{{Slot: minute(b0), Max: 100, Add: 1}}
+	if _, err := s.AddIf(ctx, "k", one, make([]int64, 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A response to an earlier concurrent write arrives late.
+	api.update = returns(item("minute#1m0s#29384720", 6))
+	if _, err := s.AddIf(ctx, "k", one, make([]int64, 1)); err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int64, 1)
+	if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0)}, counts); err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != 8 {
+		t.Errorf("Load = %d, want 8 (the larger of two observations)", counts[0])
+	}
+}
