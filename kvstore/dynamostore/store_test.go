@@ -56,8 +56,10 @@ func returns(attrs map[string]types.AttributeValue) func(*dynamodb.UpdateItemInp
 
 const b0 = int64(29384720) // a minute bucket in 2025
 
-func minute(b int64) kvstore.Slot { return kvstore.Slot{Name: "minute", Bucket: b, Length: time.Minute} }
-func day(b int64) kvstore.Slot    { return kvstore.Slot{Name: "day", Bucket: b, Length: 24 * time.Hour} }
+func minute(b int64) kvstore.Slot {
+	return kvstore.Slot{Name: "minute", Bucket: b, Length: time.Minute}
+}
+func day(b int64) kvstore.Slot { return kvstore.Slot{Name: "day", Bucket: b, Length: 24 * time.Hour} }
 
 func mustNew(t *testing.T, api dynamostore.API, opts ...dynamostore.Option) *dynamostore.Store {
 	t.Helper()
