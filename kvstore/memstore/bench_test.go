@@ -29,8 +29,14 @@ var benchSlots = func() []kvstore.Slot {
 // op is one store call on key, with buffers owned by the calling goroutine.
 type op func(s *memstore.Store, key string, counts []int64) error
 
+// admitAll is a kvstore.Admitter that admits every request.
+type admitAll struct{}
+
+func (admitAll) Admit([]int64) bool { return true }
+
 // BenchmarkStore measures the calls the limiter makes per request on the
-// admitted path (Load of both slots, then an AddIf that always holds), on
+// admitted path: Update (one locked round trip, the limiter's path on this
+// store) and the Load then AddIf that other Conditional stores get, on
 // identities shaped like hashed API keys, with every key known before the
 // timer starts.
 func BenchmarkStore(b *testing.B) {
@@ -39,10 +45,18 @@ func BenchmarkStore(b *testing.B) {
 		{Slot: benchSlots[0], Max: math.MaxInt64},
 		{Slot: benchSlots[1], Max: math.MaxInt64, Add: 1},
 	}
+	costs := []int64{0, 1}
 	ops := []struct {
 		name string
 		do   op
 	}{
+		{"update", func(s *memstore.Store, key string, counts []int64) error {
+			ok, err := s.Update(ctx, key, benchSlots, counts, costs, admitAll{})
+			if err == nil && !ok {
+				err = fmt.Errorf("Update(%q) did not admit", key)
+			}
+			return err
+		}},
 		{"load", func(s *memstore.Store, key string, counts []int64) error {
 			return s.Load(ctx, key, benchSlots, counts)
 		}},
