@@ -45,6 +45,22 @@ func TestStopRestart(t *testing.T) {
 	}
 }
 
+func TestPauseResume(t *testing.T) {
+	s := Run(t)
+	if err := s.Pause(); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	if err := s.Resume(); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if err := s.Pause(); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Pause after Stop = %v, want ErrStopped", err)
+	}
+}
+
 func TestFindMissing(t *testing.T) {
 	t.Chdir(t.TempDir())
 	if _, err := Find(); !errors.Is(err, ErrNotFound) {

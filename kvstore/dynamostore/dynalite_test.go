@@ -3,19 +3,24 @@ package dynamostore_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/slidegate/slidegate/internal/dynalite"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 	"github.com/slidegate/slidegate/kvstore/storetest"
+	"github.com/slidegate/slidegate/limiter"
+	"github.com/slidegate/slidegate/window"
 )
 
 func TestMain(m *testing.M) {
@@ -89,4 +94,287 @@ func TestConformance(t *testing.T) {
 		s, _ := newStore(t)
 		return s
 	})
+}
+
+// t0 is a fixed instant, 7 s into a minute.
+var t0 = time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
+
+func rule(name string, limit int64, period time.Duration) limiter.Rule {
+	return limiter.Rule{Rule: window.Rule{Name: name, Limit: limit, Period: period}}
+}
+
+// stored reads id's item straight from the table, bypassing every cache.
+func stored(t *testing.T, client *dynamodb.Client, table, id string) map[string]int64 {
+	t.Helper()
+	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName:      aws.String(table),
+		Key:            map[string]types.AttributeValue{dynamostore.KeyAttribute: &types.AttributeValueMemberS{Value: id}},
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		t.Fatalf("GetItem: %v", err)
+	}
+	m := map[string]int64{}
+	for k, v := range out.Item {
+		if n, ok := v.(*types.AttributeValueMemberN); ok {
+			x, err := strconv.ParseInt(n.Value, 10, 64)
+			if err != nil {
+				t.Fatalf("attribute %s: %v", k, err)
+			}
+			m[k] = x
+		}
+	}
+	return m
+}
+
+func attr(name string, period time.Duration, at time.Time) string {
+	return name + "#" + period.String() + "#" + strconv.FormatInt(window.Index(at, period), 10)
+}
+
+// TestExactUnderConcurrency: 200 concurrent clients against a limit of 150
+// admit exactly 150 and the table holds 150, directly through AddIf and
+// through limiters on four Stores (four Lambda instances) sharing the table.
+func TestExactUnderConcurrency(t *testing.T) {
+	const clients, limit = 200, 150
+	minute, dayR := rule("minute", limit, time.Minute), rule("day", 10000, 24*time.Hour)
+	run := func(t *testing.T, check func(i int) (bool, error)) {
+		var admitted atomic.Int64
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		errs := make(chan error, clients)
+		for i := range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				ok, err := check(i)
+				if err != nil {
+					errs <- err
+				} else if ok {
+					admitted.Add(1)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("check: %v", err)
+		}
+		if got := admitted.Load(); got != limit {
+			t.Errorf("admitted %d of %d, want exactly %d", got, clients, limit)
+		}
+	}
+
+	t.Run("AddIf", func(t *testing.T) {
+		client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
+		s, err := dynamostore.New(client, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+		run(t, func(int) (bool, error) {
+			return s.AddIf(context.Background(), "hot", []kvstore.Cond{{Slot: cur, Max: limit - 1, Add: 1}}, make([]int64, 1))
+		})
+		if got := stored(t, client, table, "hot")[attr("minute", time.Minute, t0)]; got != limit {
+			t.Errorf("stored count %d, want %d", got, limit)
+		}
+	})
+
+	t.Run("Limiter", func(t *testing.T) {
+		client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
+		var lims [4]*limiter.Limiter
+		for i := range lims {
+			s, err := dynamostore.New(client, table)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lims[i] = limiter.New(limiter.Options{Store: s})
+		}
+		rules := []limiter.Rule{minute, dayR}
+		run(t, func(i int) (bool, error) {
+			res, err := lims[i%len(lims)].Check(context.Background(), t0, "hot", rules, 1)
+			return res.Allowed, err
+		})
+		item := stored(t, client, table, "hot")
+		if got := item[attr("minute", time.Minute, t0)]; got != limit {
+			t.Errorf("stored minute count %d, want %d", got, limit)
+		}
+		if got := item[attr("day", 24*time.Hour, t0)]; got != limit {
+			t.Errorf("stored day count %d, want %d", got, limit)
+		}
+	})
+}
+
+// TestDayDenialChargesNoRule: a request the day rule denies leaves the
+// minute rule's count unchanged; both live in one item, one write.
+func TestDayDenialChargesNoRule(t *testing.T) {
+	client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
+	s, err := dynamostore.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(limiter.Options{Store: s, DisableDenyCache: true})
+	rules := []limiter.Rule{rule("minute", 100, time.Minute), rule("day", 3, 24*time.Hour)}
+	ctx := context.Background()
+	for i := range 5 {
+		now := t0.Add(time.Duration(i) * time.Second)
+		res, err := lim.Check(ctx, now, "k", rules, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := i < 3; res.Allowed != want {
+			t.Fatalf("request %d: Allowed = %v, want %v", i, res.Allowed, want)
+		}
+		if !res.Allowed && res.Rule != "day" {
+			t.Errorf("request %d denied by %q, want day", i, res.Rule)
+		}
+	}
+	item := stored(t, client, table, "k")
+	if got := item[attr("minute", time.Minute, t0)]; got != 3 {
+		t.Errorf("stored minute count %d, want 3 (denied requests charge no rule)", got)
+	}
+	if got := item[attr("day", 24*time.Hour, t0)]; got != 3 {
+		t.Errorf("stored day count %d, want 3", got)
+	}
+}
+
+// TestRequestsPerDecision counts the DynamoDB requests of each decision with
+// an SDK middleware: one UpdateItem per admitted decision in steady state,
+// across bucket roll-overs; none while an identity is known to be blocked.
+func TestRequestsPerDecision(t *testing.T) {
+	client, calls, table := newTable(t, dynalite.Shared(t).Endpoint)
+	s, err := dynamostore.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(limiter.Options{Store: s})
+	rules := []limiter.Rule{rule("minute", 10, time.Minute), rule("day", 10000, 24*time.Hour)}
+	ctx := context.Background()
+	check := func(now time.Time, id string) limiter.Result {
+		t.Helper()
+		res, err := lim.Check(ctx, now, id, rules, 1)
+		if err != nil {
+			t.Fatalf("Check at %s: %v", now.Format(time.TimeOnly), err)
+		}
+		return res
+	}
+
+	t.Run("SteadyState", func(t *testing.T) {
+		// Six a minute for four minutes: every decision admits, and each
+		// costs exactly one UpdateItem, the first of a new bucket too.
+		for i := range 24 {
+			now := t0.Add(time.Duration(i) * 10 * time.Second)
+			if res := check(now, "steady"); !res.Allowed {
+				t.Fatalf("decision %d denied: %+v", i, res.Decision)
+			}
+			if got := calls.take(); len(got) != 1 || got["UpdateItem"] != 1 {
+				t.Fatalf("decision %d at %s sent %v, want exactly one UpdateItem", i, now.Format(time.TimeOnly), got)
+			}
+		}
+		t.Logf("steady state: 24 admitted decisions, 24 UpdateItem, 0 other requests")
+	})
+
+	t.Run("Blocked", func(t *testing.T) {
+		// A second instance on the same table: its cache has not seen
+		// the identity.
+		other, err := dynamostore.New(client, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lim2 := limiter.New(limiter.Options{Store: other})
+		t1 := t0.Add(time.Hour)
+		for i := range 10 {
+			if res := check(t1, "burst"); !res.Allowed {
+				t.Fatalf("request %d denied", i)
+			}
+			calls.take()
+		}
+		// The instance that counted the ten knows their counts: it denies
+		// from its cache.
+		res := check(t1, "burst")
+		if res.Allowed || res.Cached {
+			t.Fatalf("11th request: Allowed %v, Cached %v; want a denial on cached counts", res.Allowed, res.Cached)
+		}
+		if got := calls.take(); len(got) != 0 {
+			t.Errorf("denial on cached counts sent %v, want no request", got)
+		}
+		// The other instance learns them from its failed conditional write.
+		// dynalite does not return the item with the failure, so the store
+		// reads it once; DynamoDB returns it (TestAddIfFailureUsesReturnedItem).
+		res2, err := lim2.Check(ctx, t1, "burst", rules, 1)
+		if err != nil || res2.Allowed {
+			t.Fatalf("other instance: Allowed %v, err %v; want a denial", res2.Allowed, err)
+		}
+		got := calls.take()
+		if got["UpdateItem"] != 1 || got["GetItem"] > 1 || len(got) > 2 {
+			t.Errorf("other instance's first denial sent %v, want one UpdateItem and at most one GetItem", got)
+		}
+		t.Logf("first denial on an instance that had not seen the identity: %v", got)
+		retry := res.RetryAfter
+		if retry <= 0 || retry > time.Minute {
+			t.Fatalf("RetryAfter = %s, want within the next minute", retry)
+		}
+		for i := range 50 {
+			now := t1.Add(time.Duration(i) * retry / 50)
+			for _, l := range []*limiter.Limiter{lim, lim2} {
+				res, err := l.Check(ctx, now, "burst", rules, 1)
+				if err != nil || res.Allowed || !res.Cached {
+					t.Fatalf("blocked request %d at +%s: Allowed %v, Cached %v, err %v; want a cached denial", i, now.Sub(t1), res.Allowed, res.Cached, err)
+				}
+			}
+		}
+		if got := calls.take(); len(got) != 0 {
+			t.Errorf("100 blocked decisions sent %v, want no request", got)
+		}
+		if res := check(t1.Add(retry), "burst"); !res.Allowed {
+			t.Fatalf("request at RetryAfter denied: %+v", res.Decision)
+		}
+		if got := calls.take(); len(got) != 1 || got["UpdateItem"] != 1 {
+			t.Errorf("decision after RetryAfter sent %v, want exactly one UpdateItem", got)
+		}
+	})
+}
+
+// TestTTLAndCleanup: the item's TTL is the end of the bucket after the
+// newest one, and buckets older than the previous one are removed by the
+// same write.
+func TestTTLAndCleanup(t *testing.T) {
+	client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
+	s, err := dynamostore.New(client, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim := limiter.New(limiter.Options{Store: s})
+	ctx := context.Background()
+	minuteOnly := []limiter.Rule{rule("minute", 10, time.Minute)}
+	if _, err := lim.Check(ctx, t0, "k", minuteOnly, 1); err != nil {
+		t.Fatal(err)
+	}
+	b := window.Index(t0, time.Minute)
+	if got, want := stored(t, client, table, "k")[dynamostore.TTLAttribute], window.Start(b+2, time.Minute).Unix(); got != want {
+		t.Errorf("ttl = %d, want %d (end of the next minute bucket)", got, want)
+	}
+	both := []limiter.Rule{rule("minute", 10, time.Minute), rule("day", 100, 24*time.Hour)}
+	for i := range 4 {
+		if _, err := lim.Check(ctx, t0.Add(time.Duration(i)*time.Minute), "k", both, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	item := stored(t, client, table, "k")
+	d := window.Index(t0, 24*time.Hour)
+	if got, want := item[dynamostore.TTLAttribute], window.Start(d+2, 24*time.Hour).Unix(); got != want {
+		t.Errorf("ttl = %d, want %d (end of the next day bucket)", got, want)
+	}
+	var attrs []string
+	for k := range item {
+		attrs = append(attrs, k)
+	}
+	slices.Sort(attrs)
+	want := []string{attr("day", 24*time.Hour, t0), attr("minute", time.Minute, t0.Add(2*time.Minute)),
+		attr("minute", time.Minute, t0.Add(3*time.Minute)), dynamostore.TTLAttribute}
+	slices.Sort(want)
+	if !slices.Equal(attrs, want) {
+		t.Errorf("item attributes %v, want %v", attrs, want)
+	}
 }
