@@ -1,18 +1,46 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"net/textproto"
+	"os"
+	"path"
+	"strings"
 	"time"
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/limiter"
+	"github.com/slidegate/slidegate/window"
 )
+
+// Paths the Handler serves itself; every other path goes to Options.Next.
+const (
+	CheckPath  = "/v1/check"
+	HealthPath = "/healthz"
+)
+
+// StoreHeader is set on responses decided without the store: its value is
+// StoreErrorAllowed or StoreErrorDenied.
+const (
+	StoreHeader       = "Slidegate-Store"
+	StoreErrorAllowed = "error-allowed"
+	StoreErrorDenied  = "error-denied"
+)
+
+// ShadowHeader is set to "denied" on a request that shadow mode let
+// through although a limit denied it.
+const ShadowHeader = "Slidegate-Shadow"
 
 // Options configure a Handler.
 type Options struct {
-	// Config is the validated configuration. Nil means config.Default().
+	// Config is the configuration; New validates it. Nil means
+	// config.Default().
 	Config *config.Config
 	// Store keeps the shared counters. Nil means an in-memory store.
 	Store kvstore.Store
@@ -37,15 +65,300 @@ type Options struct {
 // Handler is the pre-filter, the check API and the health check. It is safe
 // for concurrent use.
 type Handler struct {
+	lim      *limiter.Limiter
+	next     http.Handler
+	clientIP func(*http.Request) (netip.Addr, bool)
+	now      func() time.Time
+	log      *slog.Logger
+
+	timeout     time.Duration
+	deny        bool // on_store_error = deny
+	shadow      bool
+	countDenied bool
+
+	keyHeaders []string // canonical
+	proxies    []netip.Prefix
+	v6bits     int
+
+	ipRules []limiter.Rule
+	plans   map[string]*plan
+	defPlan *plan
+	keys    map[string]*plan // sha256 hex → plan
+	costs   []config.Cost
+
+	checkToken string // empty: open
+}
+
+// plan is a config.Plan compiled for the hot path.
+type plan struct {
+	name       string
+	rules      []limiter.Rule
+	upgradeURL string
+	policy     string // RateLimit-Policy of the pre-filter: ip_limits, then the plan
+	planPolicy string // RateLimit-Policy of the check API: the plan only
+	minLimit   int64  // smallest limit of the plan: the largest cost it can admit
 }
 
 // New validates o.Config and returns a Handler.
 func New(o Options) (*Handler, error) {
-	return &Handler{}, nil
+	cfg := o.Config
+	if cfg == nil {
+		cfg = config.Default()
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	h := &Handler{
+		lim: limiter.New(limiter.Options{
+			Store:       o.Store,
+			Local:       o.Local,
+			CountDenied: cfg.CountDenied,
+		}),
+		next:        o.Next,
+		clientIP:    o.ClientIP,
+		now:         o.Now,
+		log:         o.Logger,
+		timeout:     cfg.Timeout(),
+		deny:        cfg.DenyOnStoreError(),
+		shadow:      cfg.Shadow,
+		countDenied: cfg.CountDenied,
+		proxies:     cfg.Identity.Prefixes(),
+		v6bits:      cfg.Identity.IPv6Prefix,
+		ipRules:     rules(cfg.IPLimits),
+		plans:       make(map[string]*plan, len(cfg.Plans)),
+		keys:        make(map[string]*plan, len(cfg.APIKeys)),
+		costs:       cfg.Costs,
+		checkToken:  cfg.CheckToken,
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	}
+	for _, name := range cfg.Identity.Headers {
+		h.keyHeaders = append(h.keyHeaders, textproto.CanonicalMIMEHeaderKey(name))
+	}
+	ipPolicy := cfg.IPLimits
+	for name, cp := range cfg.Plans {
+		p := &plan{name: name, rules: rules(cp.Limits), upgradeURL: cp.UpgradeURL, minLimit: config.MaxLimit}
+		for _, l := range cp.Limits {
+			p.minLimit = min(p.minLimit, l.Limit)
+		}
+		var err error
+		if p.policy, err = policyHeader(append(append([]config.Limit(nil), ipPolicy...), cp.Limits...)); err != nil {
+			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
+		}
+		if p.planPolicy, err = policyHeader(cp.Limits); err != nil {
+			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
+		}
+		h.plans[name] = p
+	}
+	h.defPlan = h.plans[cfg.DefaultPlan]
+	for hash, name := range cfg.APIKeys {
+		h.keys[hash] = h.plans[name]
+	}
+	return h, nil
+}
+
+func rules(ls []config.Limit) []limiter.Rule {
+	if len(ls) == 0 {
+		return nil
+	}
+	out := make([]limiter.Rule, len(ls))
+	for i, l := range ls {
+		out[i] = limiter.Rule{Rule: window.Rule{Name: l.Name, Limit: l.Limit, Period: l.Period()}, Local: l.IsLocal()}
+	}
+	return out
 }
 
 // ServeHTTP serves GET /healthz, POST /v1/check, and every other request as
 // the pre-filter in front of Options.Next.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	http.Error(w, "not implemented yet", http.StatusNotImplemented)
+	switch r.URL.Path {
+	case HealthPath:
+		h.health(w, r)
+		return
+	case CheckPath:
+		h.check(w, r)
+		return
+	}
+	if h.next == nil {
+		writeProblem(w, http.StatusNotFound, "no route for "+r.URL.Path, nil)
+		return
+	}
+	h.filter(w, r)
+}
+
+func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeProblem(w, http.StatusMethodNotAllowed, "use GET", nil)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write([]byte("{\"status\":\"ok\"}\n"))
+}
+
+// verdict is the outcome of the limiter calls for one request.
+type verdict struct {
+	ds       [2 * limiter.MaxRules]window.Decision // per-rule decisions, ip rules first
+	n        int
+	deciding window.Decision
+	cached   bool
+	err      error
+}
+
+func (v *verdict) add(res *limiter.Result) {
+	v.n += copy(v.ds[v.n:], res.All())
+	v.cached = v.cached || res.Cached
+}
+
+// settle finishes a verdict: the deciding decision, and, when the request
+// is denied and not counted, the Remaining of the rules that would have
+// admitted it without its cost (the limiter reports each rule as if it
+// alone decided).
+func (v *verdict) settle(deciding window.Decision, cost int64, countDenied bool) {
+	v.deciding = deciding
+	if deciding.Allowed || countDenied {
+		return
+	}
+	for i := range v.ds[:v.n] {
+		if d := &v.ds[i]; d.Allowed {
+			d.Remaining = min(d.Remaining+cost, d.Limit)
+		}
+	}
+}
+
+// decide asks the limiter: ip rules on the IP identity first, then, if they
+// admit, the plan's rules on id. A request the ip rules deny is not counted
+// against the plan. The limiter calls are the only store access and share
+// one store_timeout budget.
+func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRules []limiter.Rule, id string, p *plan, cost int64) verdict {
+	var v verdict
+	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	defer cancel()
+	if len(ipRules) > 0 {
+		res, err := h.lim.Check(ctx, now, ipID, ipRules, cost)
+		if err != nil {
+			v.err = err
+			return v
+		}
+		v.add(&res)
+		if !res.Allowed {
+			v.settle(res.Decision, cost, h.countDenied)
+			return v
+		}
+	}
+	res, err := h.lim.Check(ctx, now, id, p.rules, cost)
+	if err != nil {
+		v.err = err
+		return v
+	}
+	v.add(&res)
+	v.settle(window.Combine(v.ds[:v.n]), cost, h.countDenied)
+	return v
+}
+
+// filter is the pre-filter: identity, plan, rules, headers, then 429 or the
+// origin.
+func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
+	now := h.now()
+	addr, _ := h.clientAddr(r)
+	ipID := ipIdentity(addr, h.v6bits)
+	id, p := ipID, h.defPlan
+	var hash [64]byte
+	hasKey := h.apiKey(r, &hash)
+	if hasKey {
+		id = keyIdentity(&hash)
+		if kp, ok := h.keys[string(hash[:])]; ok {
+			p = kp
+		}
+	}
+	cost := h.cost(r)
+	v := h.decide(r.Context(), now, ipID, h.ipRules, id, p, cost)
+	if v.err != nil {
+		h.storeError(w, r, v.err, id, p, h.next)
+		return
+	}
+	hd := w.Header()
+	setHeaders(hd, p.policy, v.ds[:v.n], v.deciding, now)
+	if !v.deciding.Allowed {
+		h.logDenied(r, id, p, cost, &v)
+		if h.shadow {
+			hd.Set(ShadowHeader, "denied")
+			hd.Del(hRetry)
+		} else {
+			writeTooMany(w, p, &v)
+			return
+		}
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// storeError answers a request the limiter could not decide, per
+// on_store_error: next (the origin, or a function writing the check API's
+// answer) when allowed, 503 when denied.
+func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, id string, p *plan, next http.Handler) {
+	deny := h.deny && !h.shadow
+	action := "allow"
+	if deny {
+		action = "deny"
+	}
+	// Backend errors may quote the identity; the full hash stays out of
+	// logs like the key itself.
+	msg := strings.ReplaceAll(err.Error(), id, redact(id))
+	h.log.LogAttrs(r.Context(), slog.LevelWarn, "store error",
+		slog.String("error", msg),
+		slog.Bool("timeout", errors.Is(err, context.DeadlineExceeded)),
+		slog.String("action", action),
+		slog.String("identity", redact(id)),
+		slog.String("plan", p.name),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+	)
+	if deny {
+		w.Header().Set(StoreHeader, StoreErrorDenied)
+		writeProblem(w, http.StatusServiceUnavailable, "the rate-limit store is unavailable and on_store_error is deny", nil)
+		return
+	}
+	w.Header().Set(StoreHeader, StoreErrorAllowed)
+	next.ServeHTTP(w, r)
+}
+
+func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *verdict) {
+	d := v.deciding
+	h.log.LogAttrs(r.Context(), slog.LevelInfo, "denied",
+		slog.String("identity", redact(id)),
+		slog.String("plan", p.name),
+		slog.String("rule", d.Rule),
+		slog.Int64("limit", d.Limit),
+		slog.Int64("cost", cost),
+		slog.Int64("retry_after_ms", ceilDiv(d.RetryAfter, time.Millisecond)),
+		slog.Bool("shadow", h.shadow),
+		slog.Bool("cached", v.cached),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+	)
+}
+
+// cost returns the cost of the first configured route the request matches,
+// or 1. The path is cleaned first so that "//v1/search" or
+// "/v1/x/../search" pay what "/v1/search" pays.
+func (h *Handler) cost(r *http.Request) int64 {
+	if len(h.costs) == 0 {
+		return 1
+	}
+	p := r.URL.Path
+	if strings.Contains(p, "//") || strings.Contains(p, "/.") {
+		p = path.Clean(p)
+	}
+	for _, c := range h.costs {
+		if (c.Method == "" || c.Method == r.Method) && strings.HasPrefix(p, c.PathPrefix) {
+			return c.Cost
+		}
+	}
+	return 1
 }

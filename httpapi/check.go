@@ -1,0 +1,233 @@
+package httpapi
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// MaxCheckBody is the largest POST /v1/check body, in bytes.
+const MaxCheckBody = 4 << 10
+
+// maxKeyLen bounds the key of a check request.
+const maxKeyLen = 1 << 10
+
+// checkRequest is the body of POST /v1/check.
+type checkRequest struct {
+	// Key is the client's API key, as the client sent it. Required.
+	Key string `json:"key"`
+	// Plan overrides the key's plan; empty means the plan api_keys gives
+	// the key, or default_plan.
+	Plan string `json:"plan"`
+	// Cost defaults to 1; 0 reads the state without counting.
+	Cost *int64 `json:"cost"`
+}
+
+// checkRule is one rule's decision in a check answer.
+type checkRule struct {
+	Name         string `json:"name"`
+	Allowed      bool   `json:"allowed"`
+	Limit        int64  `json:"limit"`
+	WindowS      int64  `json:"window_s"`
+	Remaining    int64  `json:"remaining"`
+	ResetAfterMS int64  `json:"reset_after_ms"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+}
+
+// checkResponse is the body of a 200 answer of POST /v1/check.
+type checkResponse struct {
+	Allowed      bool        `json:"allowed"`
+	Limit        int64       `json:"limit"`
+	Remaining    int64       `json:"remaining"`
+	ResetAfterMS int64       `json:"reset_after_ms"`
+	RetryAfterMS int64       `json:"retry_after_ms"`
+	Policy       string      `json:"policy"`
+	Plan         string      `json:"plan"`
+	Rules        []checkRule `json:"rules"`
+	// ShadowDenied: shadow mode answered allowed although a limit denied.
+	ShadowDenied bool `json:"shadow_denied,omitempty"`
+	// StoreError: the store failed and on_store_error is allow.
+	StoreError bool `json:"store_error,omitempty"`
+}
+
+// fieldError is a check request error that names its field.
+type fieldError struct {
+	field  string
+	reason string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.reason }
+
+// decodeCheck reads a check request body of at most MaxCheckBody bytes:
+// one JSON object with no unknown fields, a non-empty key and a
+// non-negative cost.
+func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
+	var req checkRequest
+	data, err := io.ReadAll(io.LimitReader(body, MaxCheckBody+1))
+	if err != nil {
+		return req, &fieldError{"(body)", "cannot be read: " + err.Error()}
+	}
+	if len(data) > MaxCheckBody {
+		return req, &fieldError{"(body)", fmt.Sprintf("larger than %d bytes", MaxCheckBody)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, jsonFieldError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, &fieldError{"(body)", "must hold one JSON object and nothing after it"}
+	}
+	switch {
+	case req.Key == "":
+		return req, &fieldError{"key", "is required"}
+	case len(req.Key) > maxKeyLen:
+		return req, &fieldError{"key", fmt.Sprintf("longer than %d bytes", maxKeyLen)}
+	case req.Cost != nil && *req.Cost < 0:
+		return req, &fieldError{"cost", fmt.Sprintf("%d: must not be negative", *req.Cost)}
+	}
+	return req, nil
+}
+
+func jsonFieldError(err error) *fieldError {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field != "":
+		return &fieldError{te.Field, fmt.Sprintf("must be %s, got JSON %s", jsonKind(te.Type.String()), te.Value)}
+	case errors.As(err, &te):
+		return &fieldError{"(body)", "must be a JSON object"}
+	case errors.As(err, &se):
+		return &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)}
+	case errors.Is(err, io.EOF):
+		return &fieldError{"(body)", "is empty: send {\"key\": \"...\"}"}
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return &fieldError{"(body)", "ends in the middle of the JSON"}
+	}
+	// encoding/json reports unknown fields as `json: unknown field "x"`.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if name = strings.Trim(name, `"`); name == "" {
+			name = `""`
+		}
+		return &fieldError{name, "unknown field (known: key, plan, cost)"}
+	}
+	return &fieldError{"(body)", err.Error()}
+}
+
+func jsonKind(goType string) string {
+	switch goType {
+	case "string":
+		return "a string"
+	case "int64", "*int64":
+		return "an integer"
+	}
+	return goType
+}
+
+// authorized reports whether the request carries the check token, compared
+// in constant time.
+func (h *Handler) authorized(r *http.Request) bool {
+	if h.checkToken == "" {
+		return true
+	}
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	got, want := sha256.Sum256([]byte(strings.TrimSpace(token))), sha256.Sum256([]byte(h.checkToken))
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+// check serves POST /v1/check: the decision for a key, counted like a
+// request through the pre-filter, without ip_limits (the caller is a
+// service, not the client). The plan is the request's "plan" when given:
+// the calling service knows its users' plans and is trusted by
+// check_token; otherwise the key's plan from api_keys, or default_plan.
+func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeProblem(w, http.StatusMethodNotAllowed, "use POST", nil)
+		return
+	}
+	if !h.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="slidegate"`)
+		writeProblem(w, http.StatusUnauthorized, "POST /v1/check needs Authorization: Bearer <check_token>", nil)
+		return
+	}
+	req, ferr := decodeCheck(http.MaxBytesReader(w, r.Body, MaxCheckBody+1))
+	if ferr != nil {
+		writeProblem(w, http.StatusBadRequest, ferr.Error(), []invalidParam{{Name: ferr.field, Reason: ferr.reason}})
+		return
+	}
+	var hash [64]byte
+	hashKey(req.Key, &hash)
+	id := keyIdentity(&hash)
+	p := h.defPlan
+	if kp, ok := h.keys[string(hash[:])]; ok {
+		p = kp
+	}
+	if req.Plan != "" {
+		var ok bool
+		if p, ok = h.plans[req.Plan]; !ok {
+			reason := fmt.Sprintf("%q: no such plan", req.Plan)
+			writeProblem(w, http.StatusBadRequest, "plan: "+reason, []invalidParam{{Name: "plan", Reason: reason}})
+			return
+		}
+	}
+	cost := int64(1)
+	if req.Cost != nil {
+		cost = *req.Cost
+	}
+	if cost > p.minLimit {
+		reason := fmt.Sprintf("%d: must be at most %d, the smallest limit of plan %q", cost, p.minLimit, p.name)
+		writeProblem(w, http.StatusBadRequest, "cost: "+reason, []invalidParam{{Name: "cost", Reason: reason}})
+		return
+	}
+	now := h.now()
+	v := h.decide(r.Context(), now, "", nil, id, p, cost)
+	if v.err != nil {
+		h.storeError(w, r, v.err, id, p, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			writeJSON(w, http.StatusOK, "application/json", checkResponse{Allowed: true, Plan: p.name, Rules: []checkRule{}, StoreError: true})
+		}))
+		return
+	}
+	setHeaders(w.Header(), p.planPolicy, v.ds[:v.n], v.deciding, now)
+	d := v.deciding
+	resp := checkResponse{
+		Allowed:      d.Allowed,
+		Limit:        d.Limit,
+		Remaining:    d.Remaining,
+		ResetAfterMS: ceilDiv(d.ResetAfter, time.Millisecond),
+		RetryAfterMS: retryMS(d.RetryAfter),
+		Policy:       d.Rule,
+		Plan:         p.name,
+		Rules:        make([]checkRule, v.n),
+	}
+	for i, rd := range v.ds[:v.n] {
+		resp.Rules[i] = checkRule{
+			Name:         rd.Rule,
+			Allowed:      rd.Allowed,
+			Limit:        rd.Limit,
+			WindowS:      int64(rd.Period / time.Second),
+			Remaining:    rd.Remaining,
+			ResetAfterMS: ceilDiv(rd.ResetAfter, time.Millisecond),
+			RetryAfterMS: retryMS(rd.RetryAfter),
+		}
+	}
+	if !d.Allowed {
+		h.logDenied(r, id, p, cost, &v)
+		if h.shadow {
+			resp.Allowed, resp.ShadowDenied, resp.RetryAfterMS = true, true, 0
+			w.Header().Del(hRetry)
+			w.Header().Set(ShadowHeader, "denied")
+		}
+	}
+	writeJSON(w, http.StatusOK, "application/json", resp)
+}

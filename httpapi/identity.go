@@ -1,0 +1,161 @@
+package httpapi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Identity prefixes: every storage identity the HTTP layer builds is one of
+//
+//	k:<64 hex>             an API key, by the SHA-256 of the header value
+//	ip:<IPv4>              an IPv4 client
+//	ip:<IPv6 prefix>/<n>   an IPv6 client, grouped by ipv6_prefix
+//	ip:unknown             a client whose address cannot be read
+//
+// so an identity is at most 3+43 bytes ("ip:" and a masked IPv6 prefix)
+// or 66 bytes, whatever the client sends.
+const (
+	keyPrefix  = "k:"
+	ipPrefix   = "ip:"
+	unknownIP  = "ip:unknown"
+	redactKeep = 12 // hex digits of a key hash that logs keep
+)
+
+// apiKey finds the first configured key header present and writes the
+// lower-case hex SHA-256 of its whole value (for Authorization,
+// "Bearer abc" as sent) into hash.
+func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
+	for _, name := range h.keyHeaders {
+		if vs := r.Header[name]; len(vs) > 0 && vs[0] != "" {
+			hashKey(vs[0], hash)
+			return true
+		}
+	}
+	return false
+}
+
+func hashKey(key string, out *[64]byte) {
+	sum := sha256.Sum256([]byte(key))
+	hex.Encode(out[:], sum[:])
+}
+
+// HashKey returns the lower-case hex SHA-256 of an API key: what
+// config.Config.APIKeys is keyed by and what `slidegate hash-key` prints.
+func HashKey(key string) string {
+	var out [64]byte
+	hashKey(key, &out)
+	return string(out[:])
+}
+
+func keyIdentity(hash *[64]byte) string {
+	return keyPrefix + string(hash[:])
+}
+
+// redact shortens an identity for logs: a key identity keeps the first
+// hex digits of its hash; IP identities are kept.
+func redact(id string) string {
+	if strings.HasPrefix(id, keyPrefix) && len(id) > len(keyPrefix)+redactKeep {
+		return id[:len(keyPrefix)+redactKeep] + "…"
+	}
+	return id
+}
+
+// ipIdentity returns the storage identity of a client address: IPv4 as
+// is, IPv6 masked to its first bits (one host or household usually holds
+// a whole /64, so a finer identity would let it multiply its quota).
+func ipIdentity(a netip.Addr, v6bits int) string {
+	switch {
+	case !a.IsValid():
+		return unknownIP
+	case a.Is4():
+		return ipPrefix + a.String()
+	}
+	p, err := a.Prefix(v6bits)
+	if err != nil {
+		return unknownIP
+	}
+	return ipPrefix + p.String()
+}
+
+// clientAddr returns the client's address: the platform's (ClientIP) when
+// it has one; otherwise the socket peer, unless the peer is a trusted proxy,
+// in which case the right-most X-Forwarded-For address that is not itself a
+// trusted proxy. Addresses left of it are the client's to forge and are
+// never read.
+func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
+	if h.clientIP != nil {
+		if a, ok := h.clientIP(r); ok && a.IsValid() {
+			return a.Unmap().WithZone(""), true
+		}
+	}
+	peer, ok := parseAddr(r.RemoteAddr)
+	if !ok {
+		return netip.Addr{}, false
+	}
+	if !h.trusted(peer) {
+		return peer, true
+	}
+	client := peer
+	vs := r.Header["X-Forwarded-For"]
+	for i := len(vs) - 1; i >= 0; i-- {
+		list := vs[i]
+		for list != "" {
+			var entry string
+			if j := strings.LastIndexByte(list, ','); j >= 0 {
+				entry, list = list[j+1:], list[:j]
+			} else {
+				entry, list = list, ""
+			}
+			a, ok := parseAddr(strings.TrimSpace(entry))
+			if !ok {
+				// A hop we cannot read: the last address we could trust
+				// is the best we know.
+				return client, true
+			}
+			client = a
+			if !h.trusted(a) {
+				return a, true
+			}
+		}
+	}
+	// Every hop is a trusted proxy: the request started inside.
+	return client, true
+}
+
+func (h *Handler) trusted(a netip.Addr) bool {
+	for _, p := range h.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseAddr parses "1.2.3.4", "1.2.3.4:5", "2001:db8::1", "[2001:db8::1]:5"
+// and drops zones and IPv4-mapping.
+func parseAddr(s string) (netip.Addr, bool) {
+	if s == "" {
+		return netip.Addr{}, false
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		if a, err := netip.ParseAddr(host); err == nil {
+			return a.Unmap().WithZone(""), true
+		}
+	}
+	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
+			return a.Unmap().WithZone(""), true
+		}
+	}
+	return netip.Addr{}, false
+}

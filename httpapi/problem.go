@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/slidegate/slidegate/window"
+)
+
+// RateLimitedType is the problem type of a 429, documented in the README.
+const RateLimitedType = "https://github.com/slidegate/slidegate#429-responses"
+
+// problem is an RFC 9457 problem detail.
+type problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+	// InvalidParams names the request fields that are wrong (RFC 9457's
+	// example extension).
+	InvalidParams []invalidParam `json:"invalid-params,omitempty"`
+}
+
+type invalidParam struct {
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+}
+
+// tooMany is the body of a 429.
+type tooMany struct {
+	Type             string   `json:"type"`
+	Title            string   `json:"title"`
+	Status           int      `json:"status"`
+	Detail           string   `json:"detail"`
+	ViolatedPolicies []string `json:"violated-policies"`
+	Limit            int64    `json:"limit"`
+	Remaining        int64    `json:"remaining"`
+	RetryAfterMS     int64    `json:"retry_after_ms"`
+	Plan             string   `json:"plan"`
+	UpgradeURL       string   `json:"upgrade_url,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		// Only plain structs of strings and numbers get here.
+		body = []byte(`{"status":500}`)
+		status = http.StatusInternalServerError
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", contentType)
+	hd.Set("Cache-Control", "no-store")
+	hd.Del("Content-Length")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(body, '\n'))
+}
+
+// writeProblem answers a problem of type about:blank, whose title is the
+// status text.
+func writeProblem(w http.ResponseWriter, status int, detail string, params []invalidParam) {
+	writeJSON(w, status, "application/problem+json", problem{
+		Type:          "about:blank",
+		Title:         http.StatusText(status),
+		Status:        status,
+		Detail:        detail,
+		InvalidParams: params,
+	})
+}
+
+// writeTooMany answers 429 for a denied verdict; the rate-limit headers are
+// already set.
+func writeTooMany(w http.ResponseWriter, p *plan, v *verdict) {
+	d := v.deciding
+	body := tooMany{
+		Type:         RateLimitedType,
+		Title:        "Too Many Requests",
+		Status:       http.StatusTooManyRequests,
+		Detail:       detail(d),
+		Limit:        d.Limit,
+		Remaining:    d.Remaining,
+		RetryAfterMS: retryMS(d.RetryAfter),
+		Plan:         p.name,
+		UpgradeURL:   p.upgradeURL,
+	}
+	for _, r := range v.ds[:v.n] {
+		if !r.Allowed {
+			body.ViolatedPolicies = append(body.ViolatedPolicies, r.Rule)
+		}
+	}
+	writeJSON(w, http.StatusTooManyRequests, "application/problem+json", body)
+}
+
+func detail(d window.Decision) string {
+	if d.RetryAfter == window.Never {
+		return fmt.Sprintf("The request costs more than limit %q allows (%d per %s).", d.Rule, d.Limit, d.Period)
+	}
+	return fmt.Sprintf("Limit %q (%d per %s) is used up; retry in %d s.", d.Rule, d.Limit, d.Period, retrySeconds(d.RetryAfter))
+}
+
+// retryMS is a RetryAfter in milliseconds, rounded up; -1 for Never.
+func retryMS(d time.Duration) int64 {
+	if d == window.Never {
+		return -1
+	}
+	return ceilDiv(d, time.Millisecond)
+}
