@@ -1,0 +1,288 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestCheckConfig(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"check-config", "../../examples/config.json"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "ok: plans enterprise, free, pro (default free), 2 API keys") {
+		t.Errorf("output %q", out.String())
+	}
+	err := run(context.Background(), []string{"check-config", "../../config/testdata/invalid/zero_window.json"}, io.Discard, io.Discard)
+	if err == nil || !strings.HasSuffix(err.Error(), `config: plans.free.limits[1].window: "0s": must be at least 1s`) {
+		t.Errorf("invalid config: %v", err)
+	}
+	if err := run(context.Background(), []string{"check-config", "no/such/file.json"}, io.Discard, io.Discard); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestHashKey(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"hash-key", "demo-key-pro"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36\n"; got != want {
+		t.Errorf("hash-key = %q, want %q", got, want)
+	}
+	out.Reset()
+	if err := hashKey([]string{"-"}, strings.NewReader("demo-key-pro\n"), &out); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36\n"; got != want {
+		t.Errorf("hash-key - = %q, want %q", got, want)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		nil,
+		{"frobnicate"},
+		{"hash-key"},
+		{"check-config"},
+		{"serve", "--origin", "http://x", "--demo-origin"},
+		{"serve", "--store", "redis"},
+		{"serve", "--store", "dynamodb"},
+		{"serve", "--table", "t"},
+		{"serve", "--bogus"},
+		{"serve", "--origin", "ftp://x", "--listen", "127.0.0.1:0"},
+	} {
+		err := run(context.Background(), args, io.Discard, io.Discard)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listening = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
+
+// TestServeInProcess runs serve until its context is cancelled.
+func TestServeInProcess(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--config", "testdata/e2e.json", "--listen", "127.0.0.1:0", "--demo-origin"}, out, io.Discard)
+	}()
+	var base string
+	for deadline := time.Now().Add(10 * time.Second); base == ""; {
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address in %q", out.String())
+		}
+	}
+	resp, err := http.Get(base + "/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"path":"/hello"`) || resp.Header.Get("RateLimit") == "" {
+		t.Errorf("GET /hello = %d %s %v", resp.StatusCode, body, resp.Header)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve returned %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("serve did not return after cancel")
+	}
+	if !strings.Contains(out.String(), "slidegate: stopped") {
+		t.Errorf("output %q", out.String())
+	}
+}
+
+// TestEndToEnd builds the real binary, starts it on a free port in front of
+// its demo origin, drives it over HTTP to a 429, and stops it with SIGTERM
+// while a request is in flight.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "slidegate")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("go build: %v", err)
+	}
+	cmd := exec.Command(bin, "serve", "--config", "testdata/e2e.json", "--listen", "127.0.0.1:0", "--demo-origin")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+		exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+		}
+	})
+	var base string
+	timeout := time.After(15 * time.Second)
+	for base == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("slidegate exited: %s", stderr.String())
+			}
+			if m := listening.FindStringSubmatch(l); m != nil {
+				base = m[1]
+			}
+		case <-timeout:
+			t.Fatal("slidegate printed no address")
+		}
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	get := func(path string, hdr ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+
+	if r := get("/healthz"); r.StatusCode != 200 {
+		t.Errorf("healthz %d", r.StatusCode)
+	}
+	for i := range 3 {
+		r := get("/api/things")
+		if r.StatusCode != 200 {
+			t.Fatalf("request %d: %d", i+1, r.StatusCode)
+		}
+		if got, want := r.Header.Get("RateLimit-Policy"), `"minute";q=3;w=60`; got != want {
+			t.Errorf("RateLimit-Policy %q, want %q", got, want)
+		}
+		if got, want := r.Header.Get("X-RateLimit-Remaining"), string(rune('2'-i)); got != want {
+			t.Errorf("request %d: remaining %q, want %q", i+1, got, want)
+		}
+	}
+	r := get("/api/things")
+	body, _ := io.ReadAll(r.Body)
+	if r.StatusCode != 429 || r.Header.Get("Content-Type") != "application/problem+json" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("4th request: %d %v %s", r.StatusCode, r.Header, body)
+	}
+	if !strings.Contains(string(body), `"violated-policies":["minute"]`) || !strings.Contains(string(body), `"upgrade_url":"https://example.com/upgrade"`) {
+		t.Errorf("429 body %s", body)
+	}
+	// A pro key is a separate identity with its own plan.
+	if r := get("/api/things", "X-API-Key", "demo-key-pro"); r.StatusCode != 200 || r.Header.Get("X-RateLimit-Limit") != "1000" {
+		t.Errorf("pro key: %d limit %q", r.StatusCode, r.Header.Get("X-RateLimit-Limit"))
+	}
+	// The check API needs its token.
+	post := func(auth string) int {
+		req, _ := http.NewRequest("POST", base+"/v1/check", strings.NewReader(`{"key":"demo-key-pro"}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post(""); got != 401 {
+		t.Errorf("check without token: %d", got)
+	}
+	if got := post("Bearer e2e-token"); got != 200 {
+		t.Errorf("check with token: %d", got)
+	}
+	if logs := stderr.String(); !strings.Contains(logs, `"msg":"denied"`) || strings.Contains(logs, "demo-key-pro") {
+		t.Errorf("logs: %s", logs)
+	}
+
+	// Graceful shutdown: a streaming request is in flight (its first line
+	// has arrived) when SIGTERM comes; it still completes.
+	stream := get("/demo/stream", "X-API-Key", "demo-key-pro")
+	br := bufio.NewReader(stream.Body)
+	if l, err := br.ReadString('\n'); err != nil || l != "first\n" {
+		t.Fatalf("stream first line %q %v", l, err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "second\n" {
+		t.Errorf("in-flight request cut: %q %v", rest, err)
+	}
+	var tail []string
+	for l := range lines {
+		tail = append(tail, l)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("exit: %v (%s)", err, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	if got := strings.Join(tail, "\n"); !strings.Contains(got, "shutting down") || !strings.Contains(got, "slidegate: stopped") {
+		t.Errorf("shutdown output %q", got)
+	}
+}

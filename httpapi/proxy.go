@@ -1,0 +1,34 @@
+package httpapi
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// NewProxy returns the reverse proxy the local server puts behind the
+// pre-filter: requests go to target with X-Forwarded-For, -Host and -Proto
+// set, connections to the origin are kept alive, and an unreachable origin
+// is a 502 problem+json (logged).
+func NewProxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 1024
+	tr.MaxIdleConnsPerHost = 1024
+	tr.IdleConnTimeout = 90 * time.Second
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.SetXForwarded()
+		},
+		Transport: tr,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if log != nil {
+				log.LogAttrs(r.Context(), slog.LevelError, "origin error",
+					slog.String("error", err.Error()), slog.String("method", r.Method), slog.String("path", r.URL.Path))
+			}
+			writeProblem(w, http.StatusBadGateway, "the origin did not answer", nil)
+		},
+	}
+}
