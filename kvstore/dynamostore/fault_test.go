@@ -27,7 +27,10 @@ func TestServerOutage(t *testing.T) {
 	}
 	lim := limiter.New(limiter.Options{Store: s})
 	rules := []limiter.Rule{rule("minute", 1000, time.Minute)}
-	n := 0
+	// unsure counts the checks that failed while the server process was
+	// there: it may have received their write and apply it later.
+	n, admitted, unsure := 0, int64(0), int64(0)
+	alive := true
 	check := func() (limiter.Result, error, time.Duration) {
 		ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
 		defer cancel()
@@ -35,13 +38,26 @@ func TestServerOutage(t *testing.T) {
 		// One second apart, so that no decision is served from memory alone.
 		res, err := lim.Check(ctx, t0.Add(time.Duration(n)*time.Second), "k", rules, 1)
 		n++
+		if err != nil && alive {
+			unsure++
+		}
 		return res, err, time.Since(start)
 	}
+	// admit checks until one is admitted: a server just back may first
+	// work through requests its clients gave up on. It reports how many
+	// checks that took; it fails after 20 (about 3 s).
 	admit := func(phase string) {
 		t.Helper()
-		res, err, _ := check()
-		if err != nil || !res.Allowed {
-			t.Fatalf("%s: Allowed %v, err %v; want admitted", phase, res.Allowed, err)
+		for i := 1; ; i++ {
+			res, err, _ := check()
+			if err == nil && res.Allowed {
+				t.Logf("%s: admitted at check %d", phase, i)
+				admitted++
+				return
+			}
+			if i == 20 {
+				t.Fatalf("%s: Allowed %v, err %v; want admitted", phase, res.Allowed, err)
+			}
 		}
 	}
 	fail := func(phase string, deadline bool) {
@@ -67,10 +83,12 @@ func TestServerOutage(t *testing.T) {
 	if err := srv.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	alive = false
 	fail("stopped", false)
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
+	alive = true
 	admit("after restart")
 
 	if err := srv.Pause(); err != nil {
@@ -82,8 +100,9 @@ func TestServerOutage(t *testing.T) {
 	}
 	admit("after resume")
 
-	// Only the admitted checks were counted (a frozen server may have
-	// applied writes whose answers came too late: at most those five).
+	// The admitted checks were counted, and perhaps writes that a frozen
+	// server applied after their callers gave up: a store error never
+	// loses a count, it may add one.
 	item := stored(t, client, table, "k")
 	var total int64
 	for k, v := range item {
@@ -91,8 +110,8 @@ func TestServerOutage(t *testing.T) {
 			total += v
 		}
 	}
-	t.Logf("stored count %d after 3 admitted checks", total)
-	if total < 3 || total > 3+5 {
-		t.Errorf("stored %d, want the 3 admitted (plus at most the 5 late writes)", total)
+	t.Logf("stored count %d after %d admitted checks and %d failed ones the server may have applied", total, admitted, unsure)
+	if total < admitted || total > admitted+unsure {
+		t.Errorf("stored %d, want the %d admitted plus at most %d late writes", total, admitted, unsure)
 	}
 }
