@@ -9,6 +9,9 @@ require (
 	golang.org/x/time v0.16.0
 )
 
-require github.com/pkg/errors v0.9.1 // indirect
+require (
+	github.com/dunglas/httpsfv v1.1.2 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+)
 
 replace github.com/slidegate/slidegate => ../

@@ -198,7 +198,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		}))
 		return
 	}
-	setHeaders(w.Header(), p.planPolicy, v.ds[:v.n], v.deciding, now)
+	setHeaders(w.Header(), p.planPolicy, p.planItems, v.ds[:v.n], v.deciding, now)
 	d := v.deciding
 	resp := checkResponse{
 		Allowed:      d.Allowed,

@@ -94,9 +94,11 @@ type plan struct {
 	name       string
 	rules      []limiter.Rule
 	upgradeURL string
-	policy     string // RateLimit-Policy of the pre-filter: ip_limits, then the plan
-	planPolicy string // RateLimit-Policy of the check API: the plan only
-	minLimit   int64  // smallest limit of the plan: the largest cost it can admit
+	policy     string   // RateLimit-Policy of the pre-filter: ip_limits, then the plan
+	planPolicy string   // RateLimit-Policy of the check API: the plan only
+	items      []string // RateLimit items' names, serialized: ip_limits, then the plan
+	planItems  []string // the plan's part of items
+	minLimit   int64    // smallest limit of the plan: the largest cost it can admit
 }
 
 // New validates o.Config and returns a Handler.
@@ -142,17 +144,22 @@ func New(o Options) (*Handler, error) {
 	}
 	ipPolicy := cfg.IPLimits
 	for name, cp := range cfg.Plans {
+		all := append(append([]config.Limit(nil), ipPolicy...), cp.Limits...)
 		p := &plan{name: name, rules: rules(cp.Limits), upgradeURL: cp.UpgradeURL, minLimit: config.MaxLimit}
 		for _, l := range cp.Limits {
 			p.minLimit = min(p.minLimit, l.Limit)
 		}
 		var err error
-		if p.policy, err = policyHeader(append(append([]config.Limit(nil), ipPolicy...), cp.Limits...)); err != nil {
+		if p.policy, err = policyHeader(all); err != nil {
 			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
 		}
 		if p.planPolicy, err = policyHeader(cp.Limits); err != nil {
 			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
 		}
+		if p.items, err = nameItems(all); err != nil {
+			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
+		}
+		p.planItems = p.items[len(ipPolicy):]
 		h.plans[name] = p
 	}
 	h.defPlan = h.plans[cfg.DefaultPlan]
@@ -284,7 +291,7 @@ func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hd := w.Header()
-	setHeaders(hd, p.policy, v.ds[:v.n], v.deciding, now)
+	setHeaders(hd, p.policy, p.items, v.ds[:v.n], v.deciding, now)
 	if !v.deciding.Allowed {
 		h.logDenied(r, id, p, cost, &v)
 		if h.shadow {

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/httpapi"
+)
+
+type options struct {
+	conc, rounds, maxReq, keys int
+	phase                      time.Duration
+}
+
+// stats are the measurements of one front end over all its phases.
+type stats struct {
+	lat      []time.Duration
+	requests int
+	errors   int
+	non200   int
+	elapsed  time.Duration
+}
+
+func (s *stats) rps() float64 { return float64(s.requests) / s.elapsed.Seconds() }
+
+func (s *stats) pct(p float64) time.Duration {
+	if len(s.lat) == 0 {
+		return 0
+	}
+	return s.lat[min(int(p*float64(len(s.lat))), len(s.lat)-1)]
+}
+
+type report struct {
+	o              options
+	bare, filtered stats
+	limited        int // 429s from slidegate (should be 0: limits are set high)
+}
+
+// benchConfig: the default plans' shape with limits no load here reaches,
+// plus a local per-IP limit, so every request runs the whole decision
+// (two limiter calls, headers) and is admitted.
+func benchConfig(keys []string) (*config.Config, error) {
+	c := config.Default()
+	for name, p := range c.Plans {
+		for i := range p.Limits {
+			p.Limits[i].Limit = config.MaxLimit
+		}
+		c.Plans[name] = p
+	}
+	c.IPLimits = []config.Limit{{Name: "ip-second", Limit: config.MaxLimit, Window: "1s", Scope: config.ScopeLocal}}
+	c.APIKeys = map[string]string{}
+	for i, k := range keys {
+		c.APIKeys[httpapi.HashKey(k)] = []string{"free", "pro", "enterprise"}[i%3]
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func listen(h http.Handler) (*http.Server, string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return srv, "http://" + ln.Addr().String(), nil
+}
+
+func measure(ctx context.Context, o options) (*report, error) {
+	if o.conc < 1 || o.rounds < 1 || o.phase <= 0 || o.maxReq < 1 {
+		return nil, errors.New("proxyload: -c, -rounds, -d and -n must be positive")
+	}
+	body := []byte("ok\n")
+	origin, originURL, err := listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write(body)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	defer origin.Close()
+	target, _ := url.Parse(originURL)
+	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
+
+	bare, bareURL, err := listen(httpapi.NewProxy(target, quiet))
+	if err != nil {
+		return nil, err
+	}
+	defer bare.Close()
+
+	keys := make([]string, o.keys)
+	for i := range keys {
+		keys[i] = "bench-key-" + strconv.Itoa(i)
+	}
+	cfg, err := benchConfig(keys)
+	if err != nil {
+		return nil, err
+	}
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(target, quiet), Logger: quiet})
+	if err != nil {
+		return nil, err
+	}
+	filtered, filteredURL, err := listen(h)
+	if err != nil {
+		return nil, err
+	}
+	defer filtered.Close()
+
+	rep := &report{o: o}
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        2 * o.conc,
+		MaxIdleConnsPerHost: o.conc,
+		DisableCompression:  true,
+	}}
+	defer client.CloseIdleConnections()
+
+	// Warm both paths (connections, pools, caches) before measuring.
+	warm := o
+	warm.phase = min(o.phase, 500*time.Millisecond)
+	for _, u := range []string{bareURL, filteredURL} {
+		if _, err := phase(ctx, client, u, keys, warm, &stats{}); err != nil {
+			return nil, err
+		}
+	}
+	for r := range o.rounds {
+		order := []struct {
+			url string
+			s   *stats
+		}{{bareURL, &rep.bare}, {filteredURL, &rep.filtered}}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, p := range order {
+			runtime.GC()
+			n, err := phase(ctx, client, p.url, keys, o, p.s)
+			if err != nil {
+				return nil, err
+			}
+			if p.s == &rep.filtered {
+				rep.limited += n
+			}
+		}
+	}
+	for _, s := range []*stats{&rep.bare, &rep.filtered} {
+		slices.Sort(s.lat)
+		if s.errors > 0 || s.non200 > 0 {
+			return rep, fmt.Errorf("proxyload: %d transport errors, %d non-200 answers", s.errors, s.non200)
+		}
+	}
+	return rep, nil
+}
+
+// phase drives one front end with o.conc closed-loop workers for o.phase
+// (or o.maxReq requests), adding to s, and returns the 429s it saw.
+func phase(ctx context.Context, client *http.Client, base string, keys []string, o options, s *stats) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.phase)
+	defer cancel()
+	var issued, limited atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range o.conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			var errs, non200 int
+			for i := w; ctx.Err() == nil && issued.Add(1) <= int64(o.maxReq); i += o.conc {
+				req, _ := http.NewRequest(http.MethodGet, base+"/v1/items", nil)
+				if len(keys) > 0 {
+					req.Header.Set("X-API-Key", keys[i%len(keys)])
+				}
+				t := time.Now()
+				resp, err := client.Do(req)
+				if err != nil {
+					errs++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(t))
+				switch resp.StatusCode {
+				case http.StatusOK:
+				case http.StatusTooManyRequests:
+					limited.Add(1)
+					non200++
+				default:
+					non200++
+				}
+			}
+			mu.Lock()
+			s.lat = append(s.lat, lat...)
+			s.requests += len(lat)
+			s.errors += errs
+			s.non200 += non200
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	s.elapsed += time.Since(start)
+	return int(limited.Load()), nil
+}
+
+func (r *report) write(w io.Writer) {
+	b, f := &r.bare, &r.filtered
+	fmt.Fprintf(w, "proxyload: %d rounds × 2 phases × %s, %d connections, %d API keys, GOMAXPROCS %d, %s\n",
+		r.o.rounds, r.o.phase, r.o.conc, r.o.keys, runtime.GOMAXPROCS(0), runtime.Version())
+	fmt.Fprintf(w, "%-28s %10s %10s %10s %12s %10s\n", "front end", "p50", "p90", "p99", "req/s", "requests")
+	for _, row := range []struct {
+		name string
+		s    *stats
+	}{{"bare httputil.ReverseProxy", b}, {"slidegate + same proxy", f}} {
+		fmt.Fprintf(w, "%-28s %10s %10s %10s %12.0f %10d\n", row.name,
+			round(row.s.pct(0.50)), round(row.s.pct(0.90)), round(row.s.pct(0.99)), row.s.rps(), row.s.requests)
+	}
+	fmt.Fprintf(w, "p50 overhead:      %+.1f %%\n", 100*(float64(f.pct(0.50))/float64(b.pct(0.50))-1))
+	fmt.Fprintf(w, "p99 overhead:      %+.1f %%\n", 100*(float64(f.pct(0.99))/float64(b.pct(0.99))-1))
+	fmt.Fprintf(w, "throughput ratio:  %.3f (loss %.1f %%)\n", f.rps()/b.rps(), 100*(1-f.rps()/b.rps()))
+}
+
+func round(d time.Duration) string {
+	return d.Round(time.Microsecond).String()
+}

@@ -1,0 +1,60 @@
+package httpapi
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/dunglas/httpsfv"
+
+	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/window"
+)
+
+// TestRateLimitHeaderMatchesHTTPSFV: the hand-appended RateLimit value is
+// exactly what httpsfv serializes for the same list.
+func TestRateLimitHeaderMatchesHTTPSFV(t *testing.T) {
+	ls := []config.Limit{{Name: "ip-second"}, {Name: "minute"}, {Name: "day"}, {Name: "a.b_c-D9"}}
+	items, err := nameItems(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 2000 {
+		n := 1 + rng.IntN(len(ls))
+		ds := make([]window.Decision, n)
+		list := httpsfv.List{}
+		for i := range ds {
+			ds[i] = window.Decision{
+				Rule:       ls[i].Name,
+				Remaining:  rng.Int64N(config.MaxLimit + 1),
+				ResetAfter: time.Duration(rng.Int64N(int64(400 * 24 * time.Hour))),
+			}
+			it := httpsfv.NewItem(ls[i].Name)
+			it.Params.Add("r", ds[i].Remaining)
+			it.Params.Add("t", ceilDiv(ds[i].ResetAfter, time.Second))
+			list = append(list, it)
+		}
+		want, err := httpsfv.Marshal(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rateLimitHeader(items, ds); got != want {
+			t.Fatalf("rateLimitHeader = %q, httpsfv = %q", got, want)
+		}
+		// And it parses back as a structured list.
+		if _, err := httpsfv.UnmarshalList([]string{want}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPolicyHeader(t *testing.T) {
+	got, err := policyHeader(config.Default().Plans["free"].Limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"minute";q=60;w=60, "day";q=10000;w=86400`; got != want {
+		t.Errorf("RateLimit-Policy = %q, want %q", got, want)
+	}
+}
