@@ -135,6 +135,7 @@ func attr(name string, period time.Duration, at time.Time) string {
 // admit exactly 150 and the table holds 150, directly through AddIf and
 // through limiters on four Stores (four Lambda instances) sharing the table.
 func TestExactUnderConcurrency(t *testing.T) {
+	t.Parallel()
 	const clients, limit = 200, 150
 	minute, dayR := rule("minute", limit, time.Minute), rule("day", 10000, 24*time.Hour)
 	run := func(t *testing.T, check func(i int) (bool, error)) {
@@ -209,6 +210,7 @@ func TestExactUnderConcurrency(t *testing.T) {
 // TestDayDenialChargesNoRule: a request the day rule denies leaves the
 // minute rule's count unchanged; both live in one item, one write.
 func TestDayDenialChargesNoRule(t *testing.T) {
+	t.Parallel()
 	client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
 	s, err := dynamostore.New(client, table)
 	if err != nil {
@@ -243,6 +245,7 @@ func TestDayDenialChargesNoRule(t *testing.T) {
 // an SDK middleware: one UpdateItem per admitted decision in steady state,
 // across bucket roll-overs; none while an identity is known to be blocked.
 func TestRequestsPerDecision(t *testing.T) {
+	t.Parallel()
 	client, calls, table := newTable(t, dynalite.Shared(t).Endpoint)
 	s, err := dynamostore.New(client, table)
 	if err != nil {
@@ -340,6 +343,7 @@ func TestRequestsPerDecision(t *testing.T) {
 // newest one, and buckets older than the previous one are removed by the
 // same write.
 func TestTTLAndCleanup(t *testing.T) {
+	t.Parallel()
 	client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
 	s, err := dynamostore.New(client, table)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 // layer turns it into its on_store_error answer), and after the server comes
 // back the same store recovers by itself, with the counts kept.
 func TestServerOutage(t *testing.T) {
+	t.Parallel()
 	const storeTimeout = 150 * time.Millisecond
 	const margin = time.Second // scheduling on a loaded CI machine, not retries
 	srv := dynalite.Run(t)
