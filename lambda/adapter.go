@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// maxResponse bounds the response body the adapter buffers: Lambda refuses
+// a response payload over 6 MB (base64 makes a binary body 4/3 larger).
+const maxResponse = 4 << 20
+
+// Handler is the Lambda handler Adapt returns.
+//
+// API Gateway HTTP API (payload format 2.0) and Function URLs send the same
+// event JSON, so one handler serves both: it decodes the API Gateway type,
+// a superset of the Function URL request, and answers with the Function URL
+// response type, whose fields (statusCode, headers, cookies, body,
+// isBase64Encoded) are exactly those of payload format 2.0
+// (APIGatewayV2HTTPResponse adds multiValueHeaders, which 2.0 does not
+// define).
+type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.LambdaFunctionURLResponse, error)
+
+// Adapt turns h into a Lambda handler. Every outcome is an HTTP response:
+// the returned error is always nil, a malformed event is a 400, a panic in
+// h a 500, a body too large for Lambda a 502.
+func Adapt(h http.Handler) Handler {
+	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.LambdaFunctionURLResponse, error) {
+		r, err := request(ctx, &ev)
+		if err != nil {
+			return problem(http.StatusBadRequest, err.Error()), nil
+		}
+		w := &writer{header: http.Header{}}
+		if msg, ok := serve(h, w, r); !ok {
+			slog.Error("handler panic", slog.String("panic", msg), slog.String("path", r.URL.Path))
+			return problem(http.StatusInternalServerError, "internal error"), nil
+		}
+		return w.response(), nil
+	}
+}
+
+// serve runs h, turning a panic into ok == false.
+func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (msg string, ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			msg, ok = fmt.Sprint(v), false
+		}
+	}()
+	h.ServeHTTP(w, r)
+	return "", true
+}
+
+type sourceIPKey struct{}
+
+// sourceIP is httpapi's ClientIP: the address API Gateway or the Function
+// URL saw the connection from (requestContext.http.sourceIp).
+func sourceIP(r *http.Request) (netip.Addr, bool) {
+	a, ok := r.Context().Value(sourceIPKey{}).(netip.Addr)
+	return a, ok
+}
+
+// request builds the http.Request of an event.
+func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Request, error) {
+	body := []byte(ev.Body)
+	if ev.IsBase64Encoded {
+		var err error
+		if body, err = base64.StdEncoding.DecodeString(ev.Body); err != nil {
+			return nil, fmt.Errorf("lambda: event body: invalid base64: %v", err)
+		}
+	}
+	path := ev.RawPath
+	if path == "" {
+		path = ev.RequestContext.HTTP.Path
+	}
+	if path == "" {
+		path = "/"
+	}
+	host := ev.RequestContext.DomainName
+	if host == "" {
+		host = ev.Headers["host"]
+	}
+	target := "https://" + host + path
+	if ev.RawQueryString != "" {
+		target += "?" + ev.RawQueryString
+	}
+	method := ev.RequestContext.HTTP.Method
+	if method == "" {
+		return nil, fmt.Errorf("lambda: event: requestContext.http.method is empty")
+	}
+	if ip, err := netip.ParseAddr(ev.RequestContext.HTTP.SourceIP); err == nil {
+		ctx = context.WithValue(ctx, sourceIPKey{}, ip)
+	}
+	r, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("lambda: event: %v", err)
+	}
+	for k, v := range ev.Headers {
+		r.Header.Add(k, v)
+	}
+	if len(ev.Cookies) > 0 {
+		r.Header.Set("Cookie", strings.Join(ev.Cookies, "; "))
+	}
+	r.Host = host
+	r.ContentLength = int64(len(body))
+	r.RemoteAddr = net.JoinHostPort(ev.RequestContext.HTTP.SourceIP, "0")
+	r.RequestURI = r.URL.RequestURI()
+	if p := ev.RequestContext.HTTP.Protocol; p != "" {
+		if major, minor, ok := http.ParseHTTPVersion(p); ok {
+			r.Proto, r.ProtoMajor, r.ProtoMinor = p, major, minor
+		}
+	}
+	return r, nil
+}
+
+// writer buffers a response for the Lambda result.
+type writer struct {
+	header   http.Header
+	status   int
+	body     bytes.Buffer
+	overflow bool
+}
+
+func (w *writer) Header() http.Header { return w.header }
+
+func (w *writer) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	if w.body.Len()+len(p) > maxResponse {
+		w.overflow = true
+		return 0, fmt.Errorf("lambda: response body over %d bytes", maxResponse)
+	}
+	return w.body.Write(p)
+}
+
+func (w *writer) response() events.LambdaFunctionURLResponse {
+	if w.overflow {
+		return problem(http.StatusBadGateway, "the response is too large for AWS Lambda")
+	}
+	res := events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: make(map[string]string, len(w.header))}
+	if res.StatusCode == 0 {
+		res.StatusCode = http.StatusOK
+	}
+	for k, vs := range w.header {
+		if k == "Set-Cookie" {
+			res.Cookies = vs
+			continue
+		}
+		res.Headers[k] = strings.Join(vs, ",")
+	}
+	if b := w.body.Bytes(); utf8.Valid(b) {
+		res.Body = string(b)
+	} else {
+		res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
+	}
+	return res
+}
+
+// problem is an application/problem+json response written by the adapter
+// itself, for what never reached the handler or could not leave it.
+func problem(status int, detail string) events.LambdaFunctionURLResponse {
+	body, _ := json.Marshal(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", http.StatusText(status), status, detail})
+	return events.LambdaFunctionURLResponse{
+		StatusCode: status,
+		Headers:    map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"},
+		Body:       string(body) + "\n",
+	}
+}

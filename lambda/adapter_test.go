@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/httpapi"
+)
+
+// event reads a fixture from testdata.
+func event(t *testing.T, name string) events.APIGatewayV2HTTPRequest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.APIGatewayV2HTTPRequest
+	if err := json.Unmarshal(data, &ev); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return ev
+}
+
+// seen is what a handler saw of a request.
+type seen struct {
+	method, url, host, remote, cookie, accept, proto string
+	body                                             string
+	ip                                               string
+}
+
+func record(into *seen) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		ip, _ := sourceIP(r)
+		*into = seen{r.Method, r.URL.String(), r.Host, r.RemoteAddr, r.Header.Get("Cookie"), r.Header.Get("Accept"), r.Proto, string(b), ip.String()}
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func TestRequestFromEvent(t *testing.T) {
+	tests := []struct {
+		fixture string
+		want    seen
+	}{
+		{"httpapi-get.json", seen{
+			method: "GET", url: "https://abcdef1234.execute-api.eu-west-1.amazonaws.com/hello?lang=en&q=a%20b",
+			host: "abcdef1234.execute-api.eu-west-1.amazonaws.com", remote: "203.0.113.7:0",
+			cookie: "session=abc; theme=dark", accept: "application/json", proto: "HTTP/1.1", ip: "203.0.113.7",
+		}},
+		{"functionurl-get.json", seen{
+			method: "GET", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/hello",
+			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "203.0.113.7:0",
+			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.7",
+		}},
+		{"functionurl-check-base64.json", seen{
+			method: "POST", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/v1/check",
+			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "10.1.2.3:0",
+			proto: "HTTP/1.1", body: `{"key":"test-key-1","cost":1}`, ip: "10.1.2.3",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.fixture, func(t *testing.T) {
+			var got seen
+			res, err := Adapt(record(&got))(context.Background(), event(t, tt.fixture))
+			if err != nil || res.StatusCode != http.StatusNoContent {
+				t.Fatalf("Adapt = %d, %v; want 204, nil", res.StatusCode, err)
+			}
+			if got != tt.want {
+				t.Errorf("handler saw\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestResponseFromHandler(t *testing.T) {
+	ev := event(t, "functionurl-get.json")
+	tests := []struct {
+		name    string
+		h       http.HandlerFunc
+		status  int
+		headers map[string]string
+		cookies []string
+		body    string
+		base64  bool
+	}{
+		{"text", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Header().Add("Vary", "Accept")
+			w.Header().Add("Vary", "Origin")
+			w.Header().Add("Set-Cookie", "a=1")
+			w.Header().Add("Set-Cookie", "b=2")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "héllo")
+		}, 201, map[string]string{"Content-Type": "text/plain", "Vary": "Accept,Origin"}, []string{"a=1", "b=2"}, "héllo", false},
+		{"binary", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte{0xff, 0x00, 0xfe})
+		}, 200, map[string]string{}, nil, base64.StdEncoding.EncodeToString([]byte{0xff, 0x00, 0xfe}), true},
+		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, 200, map[string]string{}, nil, "", false},
+		{"panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") },
+			500, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
+			`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal error"}` + "\n", false},
+		{"too large", func(w http.ResponseWriter, r *http.Request) {
+			chunk := strings.Repeat("x", 1<<20)
+			for range 5 {
+				_, _ = io.WriteString(w, chunk)
+			}
+		}, 502, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
+			`{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the response is too large for AWS Lambda"}` + "\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Adapt(tt.h)(context.Background(), ev)
+			if err != nil {
+				t.Fatalf("Adapt error %v: every outcome must be a response", err)
+			}
+			if res.StatusCode != tt.status || res.Body != tt.body || res.IsBase64Encoded != tt.base64 {
+				t.Errorf("got %d %q base64=%v, want %d %q base64=%v", res.StatusCode, res.Body, res.IsBase64Encoded, tt.status, tt.body, tt.base64)
+			}
+			if !equalMaps(res.Headers, tt.headers) {
+				t.Errorf("headers %v, want %v", res.Headers, tt.headers)
+			}
+			if strings.Join(res.Cookies, "|") != strings.Join(tt.cookies, "|") {
+				t.Errorf("cookies %v, want %v", res.Cookies, tt.cookies)
+			}
+		})
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// testConfig is the configuration of the fixture tests: three requests a
+// day per client, so that a fourth is denied whatever the clock says.
+const testConfig = `{
+  "plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": "24h"}]}},
+  "store_timeout": "2s"
+}`
+
+// TestFixturesThroughHandler runs the fixtures through the real handler on
+// a memory store: 200s, then a 429 with its headers and problem+json body;
+// a bad check request and an undecodable event are 400 responses.
+func TestFixturesThroughHandler(t *testing.T) {
+	cfg, err := config.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = io.WriteString(w, "hello from the origin\n")
+	})
+	now := time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: origin, ClientIP: sourceIP,
+		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := Adapt(h)
+	for i, fixture := range []string{"httpapi-get.json", "functionurl-get.json", "httpapi-get.json"} {
+		res, err := handle(context.Background(), event(t, fixture))
+		if err != nil || res.StatusCode != http.StatusOK || res.Body != "hello from the origin\n" {
+			t.Fatalf("request %d (%s): %d %q, %v; want 200 from the origin", i, fixture, res.StatusCode, res.Body, err)
+		}
+		if got, want := res.Headers["Ratelimit-Policy"], `"day";q=3;w=86400`; got != want {
+			t.Errorf("request %d: RateLimit-Policy %q, want %q", i, got, want)
+		}
+	}
+	// The same source IP through either event source is one client.
+	res, err := handle(context.Background(), event(t, "functionurl-get.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check429(t, res)
+
+	res, err = handle(context.Background(), event(t, "functionurl-check-base64.json"))
+	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
+		t.Errorf("check API: %d %s, %v; want 200 allowed", res.StatusCode, res.Body, err)
+	}
+	for _, fixture := range []string{"httpapi-check-invalid.json", "httpapi-bad-base64.json"} {
+		res, err := handle(context.Background(), event(t, fixture))
+		if err != nil || res.StatusCode != http.StatusBadRequest || res.Headers["Content-Type"] != "application/problem+json" {
+			t.Errorf("%s: %d %v %s, %v; want a 400 problem+json response", fixture, res.StatusCode, res.Headers, res.Body, err)
+		}
+	}
+}
+
+// check429 asserts a 429 with the rate-limit headers and a problem+json body.
+func check429(t *testing.T, res events.LambdaFunctionURLResponse) {
+	t.Helper()
+	if res.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("status %d, want 429: %s", res.StatusCode, res.Body)
+	}
+	for _, k := range []string{"Retry-After", "Ratelimit", "Ratelimit-Policy", "X-Ratelimit-Limit", "X-Ratelimit-Remaining"} {
+		if res.Headers[k] == "" {
+			t.Errorf("429 without %s: %v", k, res.Headers)
+		}
+	}
+	if got := res.Headers["Content-Type"]; got != "application/problem+json" {
+		t.Errorf("Content-Type %q, want application/problem+json", got)
+	}
+	var body struct {
+		Type      string `json:"type"`
+		Status    int    `json:"status"`
+		Limit     int64  `json:"limit"`
+		Remaining int64  `json:"remaining"`
+		Retry     int64  `json:"retry_after_ms"`
+	}
+	if err := json.Unmarshal([]byte(res.Body), &body); err != nil {
+		t.Fatalf("body %q: %v", res.Body, err)
+	}
+	if body.Type != httpapi.RateLimitedType || body.Status != 429 || body.Limit != 3 || body.Remaining != 0 || body.Retry <= 0 {
+		t.Errorf("429 body %s", res.Body)
+	}
+}

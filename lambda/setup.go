@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/kvstore/dynamostore"
+)
+
+// Environment variables the function reads (template.yaml sets them).
+const (
+	EnvConfig = "SLIDEGATE_CONFIG"
+	EnvTable  = "TABLE_NAME"
+	EnvOrigin = "ORIGIN_URL"
+)
+
+// warmTimeout bounds the request that opens the connection to DynamoDB
+// during init.
+const warmTimeout = time.Second
+
+// Errors of setup, wrapped with the variable's value where that helps.
+var (
+	ErrTable  = errors.New("lambda: " + EnvTable + " must name the DynamoDB table")
+	ErrOrigin = errors.New("lambda: " + EnvOrigin + " must be an absolute http or https URL")
+	ErrConfig = errors.New("lambda: " + EnvConfig)
+)
+
+// setup builds the instance's handler from the environment.
+func setup(ctx context.Context, getenv func(string) string) (http.Handler, error) {
+	cfg := config.Default()
+	if raw := getenv(EnvConfig); raw != "" {
+		var err error
+		if cfg, err = config.Parse([]byte(raw)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	var next http.Handler
+	if raw := getenv(EnvOrigin); raw != "" {
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("%w, got %q", ErrOrigin, raw)
+		}
+		next = httpapi.NewProxy(u, log)
+	}
+	table := getenv(EnvTable)
+	if table == "" {
+		return nil, ErrTable
+	}
+	client, err := dynamostore.NewClient(ctx, "")
+	if err != nil {
+		return nil, fmt.Errorf("lambda: %w", err)
+	}
+	store, err := dynamostore.New(client, table)
+	if err != nil {
+		return nil, fmt.Errorf("lambda: %w", err)
+	}
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Next: next, ClientIP: sourceIP, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("lambda: %w", err)
+	}
+	warm(ctx, client, table, log)
+	return h, nil
+}
+
+// warm opens the connection to DynamoDB (DNS, TLS) during init, so that
+// the first request's conditional write does not pay for it within
+// store_timeout. It reads a key no identity has; a
+// failure is logged and otherwise ignored.
+func warm(ctx context.Context, client *dynamodb.Client, table string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	defer cancel()
+	_, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table),
+		Key:       map[string]types.AttributeValue{dynamostore.KeyAttribute: &types.AttributeValueMemberS{Value: "slidegate:warm-up"}},
+	})
+	if err != nil {
+		log.Warn("dynamodb warm-up failed", slog.String("table", table), slog.String("error", err.Error()))
+	}
+}
