@@ -23,6 +23,23 @@ func excess(r Result) float64 {
 	return float64(r.Admitted-r.AdmittedExact) / float64(r.AdmittedExact)
 }
 
+// minExcess and maxExcess return the extremes of excess over cs in mode m.
+func minExcess(cs []Case, m Mode) float64 {
+	x := excess(cs[0].Results[m])
+	for _, c := range cs {
+		x = min(x, excess(c.Results[m]))
+	}
+	return x
+}
+
+func maxExcess(cs []Case, m Mode) float64 {
+	x := excess(cs[0].Results[m])
+	for _, c := range cs {
+		x = max(x, excess(c.Results[m]))
+	}
+	return x
+}
+
 // find returns the case offered at rate r, or the first one.
 func find(cs []Case, r float64) Case {
 	for _, c := range cs {
@@ -51,6 +68,7 @@ func (rep *Report) markdown() []byte {
 	w("([Counting things, a lot of different things](https://blog.cloudflare.com/counting-things-a-lot-of-different-things/)).\n\n")
 	w("The harness is `internal/accuracy`; `cmd/accuracy` writes this page and its plots.\n\n")
 
+	rep.summary(w)
 	rep.headline(w)
 	rep.definitions(w)
 	rep.single(w)
@@ -65,6 +83,61 @@ func (rep *Report) markdown() []byte {
 }
 
 type writer func(format string, args ...any)
+
+// quiet returns the highest offered rate of the sweep up to which no
+// decision was wrong in either mode.
+func quiet(sweep []Case) float64 {
+	low := 0.0
+	for _, cs := range sweep {
+		if cs.Results[0].WrongShare()+cs.Results[1].WrongShare() > 0 {
+			break
+		}
+		low = cs.Offered
+	}
+	return low
+}
+
+// worstOf returns the case of cs whose two-bucket window admitted the most
+// in one period in mode m.
+func worstOf(cs []Case, m Mode) Case {
+	w := cs[0]
+	for _, c := range cs {
+		if c.Results[m].Worst.N > w.Results[m].Worst.N {
+			w = c
+		}
+	}
+	return w
+}
+
+func (rep *Report) summary(w writer) {
+	L := rep.Config.Rule.Limit
+	one := find(rep.Poisson, 1)
+	last := rep.Many[len(rep.Many)-1]
+	bursty := find(rep.OnOff, 1)
+	w("## In short\n\n")
+	w("- **No wrong decision for a source below %gx its limit** (Poisson). Errors sit at the margin: a source offering exactly its limit sees %s of its decisions differ from the exact log (%s when denied requests are not counted).\n",
+		quiet(rep.Poisson), pct1(one.Results[CountAll].WrongShare()), pct1(one.Results[CountAdmitted].WrongShare()))
+	w("- **The 0.003 %% target is a property of the traffic.** Over %d Zipf-distributed sources the share of wrong decisions is %s when the heaviest source offers half the limit, and %s (count denied too) when the heaviest source offers %gx it, ",
+		rep.Config.Sources, pct(find(rep.Many, 0.5).Results[CountAll].WrongShare()), pct(last.Results[CountAll].WrongShare()), last.Offered)
+	w("because %s of all requests then come from sources near their limit. See [Many sources](#many-sources-with-zipf-rates).\n", pct1(last.Marginal))
+	w("- **Estimated vs true rate:** the estimate is off by %s of the true count on average for light Poisson traffic (Cloudflare: 6 %%), by %s for bursty traffic.\n",
+		pct1(find(rep.Poisson, 0.25).Results[CountAll].RelativeError()), pct1(find(rep.OnOff, 1).Results[CountAll].RelativeError()))
+	w("- **Worst case: %d admitted requests in one period, twice the limit of %d, and never more** (proved below). The plain boundary attack gets %d; an attacker who keeps retrying after it gets %d; ",
+		rep.Retry.Results[CountAdmitted].Worst.N, L, rep.BoundaryBurst.Results[CountAdmitted].Worst.N, rep.Retry.Results[CountAdmitted].Worst.N)
+	w("counting denied requests stops that (%d). No adversary is needed to get far above the limit: a client averaging its limit in bursts reaches %d. The exact log never exceeds %d.\n",
+		rep.Retry.Results[CountAll].Worst.N, bursty.Results[CountAdmitted].Worst.N, L)
+	w("- **Throughput stays close when denied requests are not counted.** Most differing decisions differ in timing: over a whole Poisson trace the window's admissions are within %+.2f %% to %+.2f %% of an exact limiter's in count-admitted mode. ",
+		100*minExcess(rep.Poisson, CountAdmitted), 100*maxExcess(rep.Poisson, CountAdmitted))
+	far := rep.Poisson[0]
+	for _, c := range rep.Poisson {
+		if math.Abs(excess(c.Results[CountAll])) > math.Abs(excess(far.Results[CountAll])) {
+			far = c
+		}
+	}
+	w("When denied requests count, a source just above its limit is locked out by both limiters, at different moments, and the totals part more (%+.2f %% to %+.2f %%) on small numbers (at %s, %s of requests are admitted by the window, %s by the exact log).\n\n",
+		100*minExcess(rep.Poisson, CountAll), 100*maxExcess(rep.Poisson, CountAll), far.Label,
+		pct1(share(far.Results[CountAll].Admitted, far.Results[CountAll].Requests)), pct1(share(far.Results[CountAll].AdmittedExact, far.Results[CountAll].Requests)))
+}
 
 func (rep *Report) headline(w writer) {
 	w("## Headline numbers\n\n")
@@ -96,8 +169,8 @@ func (rep *Report) definitions(w writer) {
 	w("(the requests the window itself counted for that source) would have decided the other way: a wrong admission is a request the window ")
 	w("admitted although %d or more counted requests lay in `(t − period, t]`; a wrong denial is one it denied although fewer did. ", L)
 	w("Both are reported as a share of all requests.\n\n")
-	w("Why this definition: Cloudflare's post does not spell out its replay, but its numbers come from recorded traffic, where the approximate ")
-	w("and the real rate of a source are computed from the same requests, and its limiter counts every request that matches a rule. ")
+	w("Why this definition: Cloudflare's post gives its results, not its replay procedure, but the numbers come from recorded traffic, where the approximate ")
+	w("and the real rate of a source are computed from the same requests, and its limiter counts every request that matches a rule (\"every request that matches the rule is counted per client IP address\"). ")
 	w("That is a per-decision comparison on a shared history, which is what we compute. ")
 	w("The alternative, two limiters each running on its own decisions, is reported as **diverged**. It answers a different question ")
 	w("(how differently do two limiters behave), and it compounds: in count-admitted mode one early disagreement shifts the counted history, ")
@@ -145,13 +218,7 @@ func (rep *Report) single(w writer) {
 	w("One source, Poisson arrivals at the given multiple of the limit, %d periods per trace.\n\n", c.Periods)
 	rep.table(w, rep.Poisson, false)
 
-	low := 0.0 // the highest offered rate with no wrong decision in either mode
-	for _, cs := range rep.Poisson {
-		if cs.Results[0].WrongShare()+cs.Results[1].WrongShare() > 0 {
-			break
-		}
-		low = cs.Offered
-	}
+	low := quiet(rep.Poisson)
 	one, two := find(rep.Poisson, 1), find(rep.Poisson, 2)
 	w("Errors live at the margin. Up to %gx the limit no decision is wrong: the true count never gets near the limit. ", low)
 	w("At 1x a lone source errs on %s of its requests when denied requests count and %s when they do not: ",
@@ -170,16 +237,13 @@ func (rep *Report) single(w writer) {
 	w("One source alternating between bursts and silence (exponential phases, means %s on and %s off); during a burst it sends (on+off)/on times the mean rate. %d periods per trace.\n\n",
 		c.On, c.Off, c.Periods)
 	rep.table(w, rep.OnOff, false)
-	worst := rep.OnOff[0]
-	for _, cs := range rep.OnOff {
-		if cs.Results[CountAdmitted].Worst.N > worst.Results[CountAdmitted].Worst.N {
-			worst = cs
-		}
-	}
+	worst := worstOf(rep.OnOff, CountAdmitted)
 	w("Bursty traffic is where the two-bucket assumption (the previous bucket's requests were spread evenly) is most wrong: the mean estimation error is %s of the true count at 1x, ",
 		pct1(find(rep.OnOff, 1).Results[CountAll].RelativeError()))
-	w("and a burst late in one bucket followed by one early in the next lets an ordinary bursty client (no adversary) reach %d admitted requests in one period (trace %s, count admitted). ",
-		worst.Results[CountAdmitted].Worst.N, worst.Name)
+	w("decisions go wrong even at a low mean rate (%s at %s, count denied too: bursts run at %gx the limit), ",
+		pct(rep.OnOff[0].Results[CountAll].WrongShare()), rep.OnOff[0].Label, rep.OnOff[0].Offered*float64(c.On+c.Off)/float64(c.On))
+	w("and a burst late in one bucket followed by one early in the next gets a client far above its limit without any adversarial timing: %d admitted in one period at 1x, %d at %s (count admitted). ",
+		find(rep.OnOff, 1).Results[CountAdmitted].Worst.N, worst.Results[CountAdmitted].Worst.N, worst.Label)
 	w("Counting denied requests damps this, because the burst's denied tail is counted too.\n\n")
 }
 
@@ -248,6 +312,10 @@ func (rep *Report) boundary(w writer) {
 		L, c.Spread, L, c.Spread, c.Rounds)
 	w("In the *with retries* variant it then keeps retrying (Poisson, %gx the limit) until two periods after the boundary, taking every unit the limiter frees.\n\n", c.Probe)
 	w("![Admitted requests in the trailing period during the boundary attack](accuracy-boundary.svg)\n\n")
+	w("The plot follows the first round with retries. Red: the window admits the first burst, %d request(s) of the second, then every unit the decaying weight of the previous bucket frees, evenly, so the count of admissions in the trailing period climbs to %d just before the first burst leaves it. ",
+		rep.BoundaryBurst.Results[CountAdmitted].Admitted/c.Rounds-int(L), retry.Results[CountAdmitted].Worst.N)
+	w("Green: the exact log holds %d until the first burst ages out one period later, then refills from the retries within seconds. ", L)
+	w("Dashed: when denied requests count, the retries fill the counters, and neither limiter admits anything more until the retries stop and age out.\n\n")
 	rep.table(w, []Case{burst, retry}, false)
 	w("**The plain burst is stopped.** Against fixed windows this attack doubles the limit. The two-bucket window still sees the first burst through the previous bucket's weight: ")
 	w("at `e` after the boundary the estimate is `floor(%d × (1 − e/%s))`, which leaves room for `ceil(%d × e / %s)` requests; ", L, P, L, P)
@@ -264,7 +332,7 @@ func (rep *Report) boundary(w writer) {
 	w("1. Buckets are `P` long and aligned, so the window covers the last `xP` of bucket `i−1` and the first `(1−x)P` of bucket `i` (for `x = 1` it is exactly one bucket).\n")
 	w("2. Each admission in a bucket needs `floor(prev × overlap) + n + 1 <= L`, with `n` the bucket's count so far, so no bucket admits more than `L`: the window holds `a <= min(c, L)` admissions from bucket `i−1`, where `c` is what bucket `i−1` counted.\n")
 	w("3. The last admission from bucket `i` inside the window comes at some `e < (1−x)P` after the boundary, where the overlap `1 − e/P` exceeds `x`. It was admitted, so the `k` admissions of bucket `i` up to it satisfy `floor(c × (1 − e/P)) + k <= L`, hence `k <= L − floor(c·x)`.\n")
-	w("4. The window holds `a + k <= min(c, L) + L − floor(c·x) <= 2L − floor(L·x)`, because `c − floor(c·x)` does not decrease as `c` grows (`x <= 1`).\n\n")
+	w("4. The window holds `a + k <= min(c, L) + L − floor(c·x) <= 2L − floor(L·x)`, because `c − floor(c·x)` does not decrease as `c` grows (`x <= 1`) and, for `c > L`, `floor(c·x) >= floor(L·x)`.\n\n")
 	w("The bound is tight: `floor` drops the previous bucket's weight to zero `P/L` (%s here) before the bucket's last request leaves the true window, ", P/time.Duration(L))
 	w("so an attacker who packs `L` requests into the last `P/L` of a bucket (`x < 1/L`) and then takes every freed unit gets exactly `2L`: ")
 	w("the burst lasts %s < %s, and the measured %d is that bound. The exact log never exceeds `L` (its admission rule is the definition of the window). ",

@@ -56,7 +56,7 @@ func (rep *Report) boundaryplot() plot {
 		XLabel: "seconds since the bucket boundary",
 		YLabel: "admitted requests in (t - period, t]",
 		XMin:   sec(from), XMax: sec(to),
-		YMax: float64(2*rule.Limit) * 1.15,
+		YMax: float64(2*rule.Limit) * 1.4, // headroom for the legend
 		Lines: []refLine{
 			{At: float64(rule.Limit), Label: "limit"},
 			{At: float64(2 * rule.Limit), Label: "2 × limit"},
