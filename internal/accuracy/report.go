@@ -91,9 +91,9 @@ type Case struct {
 // Report is the outcome of Run.
 type Report struct {
 	Config               Config
-	Poisson, OnOff, Many []Case
-	BoundaryBurst, Retry Case
-	Elapsed              time.Duration
+	Poisson, OnOff, Many []Case        // one case per Config.Rates, Config.Rates, Config.Tops
+	BoundaryBurst, Retry Case          // the boundary attack without and with retries
+	Elapsed              time.Duration // wall time of Run; not written into the report, which depends on Config only
 }
 
 // job is one trace to generate and replay.
