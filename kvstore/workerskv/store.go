@@ -50,6 +50,10 @@ var (
 	ErrGlobals = errors.New("workerskv: Options.Globals is required")
 	ErrLater   = errors.New("workerskv: Options.Later is required")
 	ErrLength  = errors.New("workerskv: slots and counts differ in length")
+	// ErrBinding: the Worker has no KV binding of the name given.
+	ErrBinding = errors.New("workerskv: no such KV binding")
+	// ErrJS wraps every exception and rejection that comes from JavaScript.
+	ErrJS = errors.New("workerskv: javascript")
 )
 
 // Options configure a Store.

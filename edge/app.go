@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/kvstore"
+)
+
+// Names of the Worker's bindings and variables (wrangler.toml).
+const (
+	kvBinding  = "SLIDEGATE_KV"
+	varConfig  = "SLIDEGATE_CONFIG"
+	varOrigin  = "ORIGIN_URL"
+	varDebug   = "SLIDEGATE_DEBUG"
+	originSelf = "self"
+)
+
+// Errors of the Worker's setup.
+var (
+	ErrOrigin = errors.New("edge: ORIGIN_URL must be empty, \"self\" or an absolute http(s) URL without query")
+)
+
+// env is what the Worker reads from its variables.
+type env struct {
+	Config string // SLIDEGATE_CONFIG; empty means config.Default()
+	Origin string // ORIGIN_URL; see the package doc
+	Debug  bool   // SLIDEGATE_DEBUG == "1"
+}
+
+// deps are the platform pieces the handler is built from.
+type deps struct {
+	Store     kvstore.Store
+	Local     kvstore.Conditional
+	Transport http.RoundTripper // the fetch client's, for the origin
+	Now       func() time.Time
+	Logger    *slog.Logger
+	Debug     *debug // nil unless env.Debug
+}
+
+// newHandler builds the Worker's handler: httpapi in front of the origin.
+func newHandler(e env, d deps) (http.Handler, error) {
+	cfg := config.Default()
+	if strings.TrimSpace(e.Config) != "" {
+		var err error
+		if cfg, err = config.Parse([]byte(e.Config)); err != nil {
+			return nil, fmt.Errorf("edge: %s: %w", varConfig, err)
+		}
+	}
+	next, err := originHandler(e.Origin, d.Transport)
+	if err != nil {
+		return nil, err
+	}
+	h, err := httpapi.New(httpapi.Options{
+		Config: cfg, Store: d.Store, Local: d.Local, Next: next,
+		ClientIP: clientIP, Now: d.Now, Logger: d.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("edge: %w", err)
+	}
+	if e.Debug && d.Debug != nil {
+		return d.Debug.wrap(h), nil
+	}
+	return h, nil
+}
+
+// clientIP is the address Cloudflare saw the client connect from.
+func clientIP(r *http.Request) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(strings.TrimSpace(r.Header.Get("CF-Connecting-IP")))
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap(), true
+}
+
+// failed answers every request with a 500 naming the setup error: a Worker
+// with a broken configuration should say why, not crash.
+func failed(err error, log *slog.Logger) http.Handler {
+	log.Error("edge: setup failed", "err", err)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		writeProblem(w, http.StatusInternalServerError, "slidegate is misconfigured", err.Error())
+	})
+}
+
+func writeProblem(w http.ResponseWriter, status int, title, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+}
+
+// originHandler returns the handler admitted requests go to: nil for the
+// check API only, the request's own URL for "self", or spec's scheme and
+// host (and path prefix) with the request's path and query.
+func originHandler(spec string, rt http.RoundTripper) (http.Handler, error) {
+	spec = strings.TrimSpace(spec)
+	switch spec {
+	case "":
+		return nil, nil
+	case originSelf:
+		return &proxy{rt: rt}, nil
+	}
+	u, err := url.Parse(spec)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%w, got %q", ErrOrigin, spec)
+	}
+	return &proxy{base: u, rt: rt}, nil
+}
+
+// proxy forwards a request to the origin through rt and copies the answer
+// back. Headers the pre-filter already set stay.
+type proxy struct {
+	base *url.URL // nil: the request's own URL
+	rt   http.RoundTripper
+}
+
+// hopHeaders are connection-level headers that are not forwarded.
+var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (p *proxy) target(r *http.Request) *url.URL {
+	u := *r.URL
+	if p.base == nil {
+		if u.Host == "" {
+			u.Host = r.Host
+		}
+		if u.Scheme == "" {
+			u.Scheme = "https"
+		}
+		return &u
+	}
+	u.Scheme, u.Host, u.User = p.base.Scheme, p.base.Host, nil
+	u.Path = strings.TrimSuffix(p.base.Path, "/") + r.URL.Path
+	u.RawPath = ""
+	return &u
+}
+
+func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var body io.Reader
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil {
+		body = r.Body
+	}
+	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.target(r).String(), body)
+	if err != nil {
+		writeProblem(w, http.StatusBadGateway, "origin unreachable", "the request could not be forwarded")
+		return
+	}
+	out.Header = r.Header.Clone()
+	out.ContentLength = r.ContentLength
+	if p.base != nil {
+		out.Header.Del("Host")
+	}
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	res, err := p.rt.RoundTrip(out)
+	if err != nil {
+		writeProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")
+		return
+	}
+	defer res.Body.Close()
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	for _, h := range hopHeaders {
+		w.Header().Del(h)
+	}
+	w.WriteHeader(res.StatusCode)
+	_, _ = io.Copy(w, res.Body)
+}

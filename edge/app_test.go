@@ -1,0 +1,277 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore/workerskv"
+)
+
+func TestClientIP(t *testing.T) {
+	tests := []struct {
+		header string
+		want   string
+		ok     bool
+	}{
+		{"203.0.113.7", "203.0.113.7", true},
+		{" 2001:db8::1 ", "2001:db8::1", true},
+		{"::ffff:198.51.100.2", "198.51.100.2", true},
+		{"", "", false},
+		{"203.0.113.7, 10.0.0.1", "", false},
+		{"not-an-ip", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.header, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			if tt.header != "" {
+				r.Header.Set("CF-Connecting-IP", tt.header)
+			}
+			a, ok := clientIP(r)
+			if ok != tt.ok || (ok && a.String() != tt.want) {
+				t.Errorf("clientIP = %v, %v; want %s, %v", a, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestOriginHandlerSpec(t *testing.T) {
+	tests := []struct {
+		spec    string
+		wantNil bool
+		wantErr bool
+	}{
+		{"", true, false},
+		{"  ", true, false},
+		{"self", false, false},
+		{"https://origin.example.com", false, false},
+		{"http://127.0.0.1:9000/base/", false, false},
+		{"origin.example.com", false, true},
+		{"ftp://origin.example.com", false, true},
+		{"https://origin.example.com/?x=1", false, true},
+		{"https://", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.spec, func(t *testing.T) {
+			h, err := originHandler(tt.spec, nil)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("originHandler(%q) error = %v, want error %v", tt.spec, err, tt.wantErr)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrOrigin) || !strings.Contains(err.Error(), tt.spec) {
+					t.Errorf("error %q does not name ORIGIN_URL and the value", err)
+				}
+				return
+			}
+			if (h == nil) != tt.wantNil {
+				t.Errorf("originHandler(%q) = %v, want nil %v", tt.spec, h, tt.wantNil)
+			}
+		})
+	}
+}
+
+// fakeOrigin is a RoundTripper that records the request and answers.
+type fakeOrigin struct {
+	mu   sync.Mutex
+	got  *http.Request
+	body string
+	err  error
+}
+
+func (f *fakeOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	f.got = r
+	if r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		f.body = string(b)
+	}
+	h := http.Header{}
+	h.Set("X-Origin", "yes")
+	h.Set("Connection", "close")
+	return &http.Response{StatusCode: http.StatusCreated, Header: h, Body: io.NopCloser(strings.NewReader("from origin"))}, nil
+}
+
+func TestProxy(t *testing.T) {
+	tests := []struct {
+		name, spec, url, method, body string
+		wantURL, wantBody             string
+	}{
+		{"absolute origin", "https://origin.example.com/base/", "https://worker.example.com/v1/items?q=1", "GET", "", "https://origin.example.com/base/v1/items?q=1", ""},
+		{"self", "self", "https://api.example.com/v1/items?q=1", "GET", "", "https://api.example.com/v1/items?q=1", ""},
+		{"post body", "http://127.0.0.1:9000", "https://w.example.com/v1/search", "POST", `{"q":"x"}`, "http://127.0.0.1:9000/v1/search", `{"q":"x"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &fakeOrigin{}
+			h, err := originHandler(tt.spec, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(tt.method, tt.url, strings.NewReader(tt.body))
+			r.Header.Set("X-API-Key", "k")
+			r.Header.Set("Connection", "keep-alive")
+			w := httptest.NewRecorder()
+			w.Header().Set("RateLimit", `"minute";r=4;t=60`) // set by the pre-filter
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusCreated || w.Body.String() != "from origin" {
+				t.Errorf("answer %d %q, want the origin's 201", w.Code, w.Body.String())
+			}
+			if got := o.got.URL.String(); got != tt.wantURL {
+				t.Errorf("forwarded to %s, want %s", got, tt.wantURL)
+			}
+			if o.body != tt.wantBody || o.got.Method != tt.method {
+				t.Errorf("forwarded %s %q, want %s %q", o.got.Method, o.body, tt.method, tt.wantBody)
+			}
+			if o.got.Header.Get("X-API-Key") != "k" || o.got.Header.Get("Connection") != "" {
+				t.Errorf("forwarded headers %v: want X-API-Key kept and Connection dropped", o.got.Header)
+			}
+			if w.Header().Get("X-Origin") != "yes" || w.Header().Get("RateLimit") == "" || w.Header().Get("Connection") != "" {
+				t.Errorf("answer headers %v: want the origin's and the pre-filter's, no Connection", w.Header())
+			}
+		})
+	}
+	t.Run("origin down", func(t *testing.T) {
+		h, _ := originHandler("https://origin.example.com", &fakeOrigin{err: errors.New("connection refused")})
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "https://w.example.com/x", nil))
+		if w.Code != http.StatusBadGateway || w.Header().Get("Content-Type") != "application/problem+json" {
+			t.Errorf("origin down: %d %s, want 502 problem+json", w.Code, w.Header().Get("Content-Type"))
+		}
+	})
+}
+
+func testDeps(t *testing.T, debug *debug) deps {
+	t.Helper()
+	g := workerskv.NewMemGlobals("iso")
+	st, err := workerskv.New(workerskv.Options{
+		KV: nopKV{}, Globals: g, Later: func(time.Duration, func(context.Context)) {},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deps{Store: st, Local: workerskv.NewLocal(g, nil), Transport: &fakeOrigin{}, Logger: slog.New(slog.DiscardHandler), Debug: debug}
+}
+
+// nopKV is an empty KV that accepts every write.
+type nopKV struct{}
+
+func (nopKV) Put(context.Context, string, string, int64, time.Duration) error { return nil }
+func (nopKV) List(context.Context, string, string) (workerskv.Page, error) {
+	return workerskv.Page{Done: true}, nil
+}
+
+func TestNewHandlerConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		e    env
+		want string
+	}{
+		{"bad json", env{Config: "{"}, varConfig},
+		{"invalid config", env{Config: `{"plans": {"free": {"limits": []}}}`}, varConfig},
+		{"bad origin", env{Origin: "nope"}, "ORIGIN_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := newHandler(tt.e, testDeps(t, nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("newHandler error = %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+	t.Run("failed handler says why", func(t *testing.T) {
+		h := failed(errors.New("edge: SLIDEGATE_CONFIG: bad"), slog.New(slog.DiscardHandler))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != 500 || !strings.Contains(w.Body.String(), "SLIDEGATE_CONFIG") {
+			t.Errorf("failed handler: %d %s", w.Code, w.Body.String())
+		}
+	})
+}
+
+func TestNewHandlerServesCheckAPIWithoutOrigin(t *testing.T) {
+	h, err := newHandler(env{}, testDeps(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"/healthz": 200, "/anything": 404} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		if w.Code != want {
+			t.Errorf("GET %s = %d, want %d", path, w.Code, want)
+		}
+	}
+}
+
+// memLog is an eventLog in Go memory.
+type memLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *memLog) Append(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, line)
+}
+
+func (l *memLog) Lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+func TestDebugRoute(t *testing.T) {
+	now := time.UnixMilli(1_795_000_000_000)
+	d := &debug{log: &memLog{}, now: func() time.Time { return now }, kv: listedKV{}, mem: func() uint64 { return 4 << 20 }}
+	kv := recordingKV{KV: nopKV{}, d: d}
+	_ = kv.Put(context.Background(), "sg:k", "1", 1, time.Minute)
+	_, _ = kv.List(context.Background(), "sg:", "")
+	h := d.wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }))
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/a", nil))
+	if got := w.Header().Get(memHeader); got != "4194304" {
+		t.Errorf("%s = %q, want the Go memory 4194304", memHeader, got)
+	}
+
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", debugPath+"?list=sg:", nil))
+	var rep debugReport
+	if err := json.NewDecoder(w.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	want := []event{{"put", "sg:k", now.UnixMilli()}, {"list", "sg:", now.UnixMilli()}, {"req", "/a", now.UnixMilli()}}
+	if len(rep.Events) != len(want) {
+		t.Fatalf("events %+v, want %+v", rep.Events, want)
+	}
+	for i := range want {
+		if rep.Events[i] != want[i] {
+			t.Errorf("event %d = %+v, want %+v", i, rep.Events[i], want[i])
+		}
+	}
+	if len(rep.Keys) != 3 || rep.Keys[2].N != 3 {
+		t.Errorf("listed keys %+v, want the 3 keys of both pages", rep.Keys)
+	}
+}
+
+// listedKV lists three keys over two pages.
+type listedKV struct{ nopKV }
+
+func (listedKV) List(_ context.Context, _, cursor string) (workerskv.Page, error) {
+	if cursor == "" {
+		return workerskv.Page{Keys: []workerskv.Key{{Name: "a", N: 1}, {Name: "b", N: 2}}, Cursor: "b"}, nil
+	}
+	return workerskv.Page{Keys: []workerskv.Key{{Name: "c", N: 3}}, Done: true}, nil
+}

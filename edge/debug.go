@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore/workerskv"
+)
+
+// debugPath serves the debug log when SLIDEGATE_DEBUG is "1" (tests only).
+const debugPath = "/__slidegate/debug"
+
+// memHeader carries the Go instance's memory (runtime.MemStats.Sys, which
+// in Wasm is the linear memory the runtime has taken) on every response of
+// a debug Worker.
+const memHeader = "X-Slidegate-Debug-Mem"
+
+// eventLog is an append-only log shared by the isolate's requests (a JS
+// global array in the Worker).
+type eventLog interface {
+	Append(line string)
+	Lines() []string
+}
+
+// debug instruments a Worker for the workerd tests: it logs every request
+// and every KV operation with the Worker's clock, and serves the log and a
+// KV listing at debugPath.
+type debug struct {
+	log eventLog
+	now func() time.Time
+	kv  workerskv.KV // the unrecorded binding, for listings
+	mem func() uint64
+}
+
+// event is one logged request or KV operation.
+type event struct {
+	Op  string `json:"op"`  // req, put, list
+	Key string `json:"key"` // request path, KV key or prefix
+	At  int64  `json:"at"`  // Unix ms
+}
+
+func (d *debug) record(op, key string) {
+	d.log.Append(op + "\t" + key + "\t" + strconv.FormatInt(d.now().UnixMilli(), 10))
+}
+
+func (d *debug) events() []event {
+	lines := d.log.Lines()
+	evs := make([]event, 0, len(lines))
+	for _, l := range lines {
+		f := strings.Split(l, "\t")
+		if len(f) != 3 {
+			continue
+		}
+		at, _ := strconv.ParseInt(f[2], 10, 64)
+		evs = append(evs, event{Op: f[0], Key: f[1], At: at})
+	}
+	return evs
+}
+
+// recordingKV logs each operation before making it.
+type recordingKV struct {
+	workerskv.KV
+	d *debug
+}
+
+func (k recordingKV) Put(ctx context.Context, key, value string, n int64, ttl time.Duration) error {
+	k.d.record("put", key)
+	return k.KV.Put(ctx, key, value, n, ttl)
+}
+
+func (k recordingKV) List(ctx context.Context, prefix, cursor string) (workerskv.Page, error) {
+	k.d.record("list", prefix)
+	return k.KV.List(ctx, prefix, cursor)
+}
+
+// debugReport is the body of GET debugPath.
+type debugReport struct {
+	Events []event         `json:"events"`
+	Keys   []workerskv.Key `json:"keys,omitempty"` // ?list=prefix
+}
+
+func (d *debug) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != debugPath {
+			d.record("req", r.URL.Path)
+			h.ServeHTTP(&memWriter{ResponseWriter: w, mem: d.mem}, r)
+			return
+		}
+		rep := debugReport{Events: d.events()}
+		if prefix := r.URL.Query().Get("list"); prefix != "" {
+			for cursor := ""; ; {
+				p, err := d.kv.List(r.Context(), prefix, cursor)
+				if err != nil {
+					writeProblem(w, http.StatusBadGateway, "kv list failed", err.Error())
+					return
+				}
+				rep.Keys = append(rep.Keys, p.Keys...)
+				if cursor = p.Cursor; p.Done || cursor == "" {
+					break
+				}
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(rep)
+	})
+}
+
+// memWriter adds memHeader when the response starts.
+type memWriter struct {
+	http.ResponseWriter
+	mem  func() uint64
+	once sync.Once
+}
+
+func (m *memWriter) stamp() {
+	m.once.Do(func() { m.Header().Set(memHeader, strconv.FormatUint(m.mem(), 10)) })
+}
+
+func (m *memWriter) WriteHeader(code int) {
+	m.stamp()
+	m.ResponseWriter.WriteHeader(code)
+}
+
+func (m *memWriter) Write(b []byte) (int, error) {
+	m.stamp()
+	return m.ResponseWriter.Write(b)
+}
+
+// goMemory is the memory the Go runtime has taken from the system: in Wasm,
+// its linear memory.
+func goMemory() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Sys
+}

@@ -1,0 +1,15 @@
+//go:build !(js && wasm)
+
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// serve explains how to build the Worker: outside js/wasm there is nothing
+// to serve (cmd/slidegate is the local server).
+func serve() {
+	fmt.Fprintln(os.Stderr, "edge: this is the Cloudflare Worker; build it with `make build-edge` (GOOS=js GOARCH=wasm) and run it with `make dev-edge`")
+	os.Exit(2)
+}

@@ -1,0 +1,37 @@
+package workerskv
+
+import (
+	"strconv"
+	"strings"
+)
+
+// encodeCell writes a cell as one string, "N,Flushed,At,Busy,Expires": a
+// JS Map holds it across requests, and one string crosses the Go/JS boundary
+// in one call where five numbers would take five.
+func encodeCell(c Cell) string {
+	b := make([]byte, 0, 64)
+	for i, v := range [5]int64{c.N, c.Flushed, c.At, c.Busy, c.Expires} {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, v, 10)
+	}
+	return string(b)
+}
+
+// decodeCell reads what encodeCell wrote; false for anything else.
+func decodeCell(s string) (Cell, bool) {
+	var v [5]int64
+	for i := range v {
+		field, rest, found := strings.Cut(s, ",")
+		if found != (i < len(v)-1) {
+			return Cell{}, false
+		}
+		n, err := strconv.ParseInt(field, 10, 64)
+		if err != nil {
+			return Cell{}, false
+		}
+		v[i], s = n, rest
+	}
+	return Cell{N: v[0], Flushed: v[1], At: v[2], Busy: v[3], Expires: v[4]}, true
+}
