@@ -62,16 +62,14 @@ func nameItems(ls []config.Limit) ([]string, error) {
 	return out, nil
 }
 
-// rateLimitHeader serializes RateLimit: one item per decided rule with r
-// (remaining quota) and t (seconds until the whole quota is back, rounded
-// up). items[i] is ds[i]'s name as nameItems serialized it. The result is
-// byte for byte what httpsfv.Marshal produces for the same list (a test
-// checks); building it here costs one allocation instead of dozens.
+// appendRateLimit appends the RateLimit value: one item per decided rule
+// with r (remaining quota) and t (seconds until the whole quota is back,
+// rounded up). items[i] is ds[i]'s name as nameItems serialized it. The
+// result is byte for byte what httpsfv.Marshal produces for the same list
+// (a test checks); appending it here costs no allocation instead of dozens.
 //
 //	"minute";r=12;t=30, "day";r=9987;t=86400
-func rateLimitHeader(items []string, ds []window.Decision) string {
-	var buf [512]byte
-	b := buf[:0]
+func appendRateLimit(b []byte, items []string, ds []window.Decision) []byte {
 	for i, d := range ds {
 		if i > 0 {
 			b = append(b, ", "...)
@@ -82,20 +80,46 @@ func rateLimitHeader(items []string, ds []window.Decision) string {
 		b = append(b, ";t="...)
 		b = strconv.AppendInt(b, min(ceilDiv(d.ResetAfter, time.Second), maxSFInt), 10)
 	}
-	return string(b)
+	return b
+}
+
+// rateLimitHeader returns the RateLimit value (see appendRateLimit).
+func rateLimitHeader(items []string, ds []window.Decision) string {
+	var buf [512]byte
+	return string(appendRateLimit(buf[:0], items, ds))
 }
 
 // setHeaders writes the rate-limit headers of a decided request: both
 // standard fields for every rule decided, X-RateLimit-* for the deciding
-// rule, and Retry-After when it is denied.
+// rule, and Retry-After when it is denied. The values are built in one
+// buffer and the header slices share one array: three allocations per
+// response whatever the number of rules.
 func setHeaders(hd http.Header, policy string, items []string, ds []window.Decision, deciding window.Decision, now time.Time) {
-	hd[hPolicy] = []string{policy}
-	hd[hRateLimit] = []string{rateLimitHeader(items, ds)}
-	hd[hLimit] = []string{strconv.FormatInt(deciding.Limit, 10)}
-	hd[hRemaining] = []string{strconv.FormatInt(deciding.Remaining, 10)}
-	hd[hReset] = []string{strconv.FormatInt(resetEpoch(now, deciding.ResetAfter), 10)}
-	if !deciding.Allowed && deciding.RetryAfter != window.Never {
-		hd[hRetry] = []string{strconv.FormatInt(retrySeconds(deciding.RetryAfter), 10)}
+	var buf [640]byte
+	var end [5]int
+	b := appendRateLimit(buf[:0], items, ds)
+	end[0] = len(b)
+	b = strconv.AppendInt(b, deciding.Limit, 10)
+	end[1] = len(b)
+	b = strconv.AppendInt(b, deciding.Remaining, 10)
+	end[2] = len(b)
+	b = strconv.AppendInt(b, resetEpoch(now, deciding.ResetAfter), 10)
+	end[3] = len(b)
+	retry := !deciding.Allowed && deciding.RetryAfter != window.Never
+	if retry {
+		b = strconv.AppendInt(b, retrySeconds(deciding.RetryAfter), 10)
+	}
+	end[4] = len(b)
+	s := string(b)
+	vals := new([6]string)
+	vals[0], vals[1], vals[2], vals[3], vals[4], vals[5] = policy, s[:end[0]], s[end[0]:end[1]], s[end[1]:end[2]], s[end[2]:end[3]], s[end[3]:end[4]]
+	hd[hPolicy] = vals[0:1:1]
+	hd[hRateLimit] = vals[1:2:2]
+	hd[hLimit] = vals[2:3:3]
+	hd[hRemaining] = vals[3:4:4]
+	hd[hReset] = vals[4:5:5]
+	if retry {
+		hd[hRetry] = vals[5:6:6]
 	}
 }
 

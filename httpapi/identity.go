@@ -68,17 +68,19 @@ func redact(id string) string {
 // is, IPv6 masked to its first bits (one host or household usually holds
 // a whole /64, so a finer identity would let it multiply its quota).
 func ipIdentity(a netip.Addr, v6bits int) string {
+	var buf [64]byte
 	switch {
 	case !a.IsValid():
 		return unknownIP
 	case a.Is4():
-		return ipPrefix + a.String()
+		return string(a.AppendTo(append(buf[:0], ipPrefix...)))
 	}
 	p, err := a.Prefix(v6bits)
 	if err != nil {
 		return unknownIP
 	}
-	return ipPrefix + p.String()
+	b, _ := p.AppendText(append(buf[:0], ipPrefix...))
+	return string(b)
 }
 
 // clientAddr returns the client's address: the platform's (ClientIP) when

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"time"
 )
 
@@ -22,7 +23,8 @@ func NewProxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
-		Transport: tr,
+		Transport:  tr,
+		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if log != nil {
 				log.LogAttrs(r.Context(), slog.LevelError, "origin error",
@@ -30,5 +32,18 @@ func NewProxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 			}
 			writeProblem(w, http.StatusBadGateway, "the origin did not answer", nil)
 		},
+	}
+}
+
+// bufferPool recycles the proxy's copy buffers: without it every proxied
+// response allocates 32 KiB.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { return new([32 << 10]byte) }}
+
+func (bufferPool) Get() []byte { return buffers.Get().(*[32 << 10]byte)[:] }
+func (bufferPool) Put(b []byte) {
+	if cap(b) == 32<<10 {
+		buffers.Put((*[32 << 10]byte)(b[:32<<10]))
 	}
 }

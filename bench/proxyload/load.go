@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/slidegate/slidegate/config"
@@ -32,6 +33,25 @@ type stats struct {
 	errors   int
 	non200   int
 	elapsed  time.Duration
+	cpu      time.Duration // process CPU time (user+system) during the phases
+}
+
+// cpuPerReq is the CPU time the whole process (load generator, front end,
+// origin) spent per request: unlike latency it hardly moves when other
+// processes compete for the cores.
+func (s *stats) cpuPerReq() time.Duration {
+	if s.requests == 0 {
+		return 0
+	}
+	return s.cpu / time.Duration(s.requests)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func (s *stats) rps() float64 { return float64(s.requests) / s.elapsed.Seconds() }
@@ -46,7 +66,11 @@ func (s *stats) pct(p float64) time.Duration {
 type report struct {
 	o              options
 	bare, filtered stats
-	limited        int // 429s from slidegate (should be 0: limits are set high)
+	// per round, adjacent in time: slidegate's p50 and throughput over the
+	// bare proxy's. Their medians resist a noisy machine better than the
+	// pooled numbers.
+	p50Ratio, rpsRatio, cpuRatio []float64
+	limited                      int // 429s from slidegate (should be 0: limits are set high)
 }
 
 // benchConfig: the default plans' shape with limits no load here reaches,
@@ -81,10 +105,22 @@ func listen(h http.Handler) (*http.Server, string, error) {
 	return srv, "http://" + ln.Addr().String(), nil
 }
 
-func measure(ctx context.Context, o options) (*report, error) {
-	if o.conc < 1 || o.rounds < 1 || o.phase <= 0 || o.maxReq < 1 {
-		return nil, errors.New("proxyload: -c, -rounds, -d and -n must be positive")
+// fronts are the servers under test: a trivial origin, a bare reverse
+// proxy to it, and slidegate with the same reverse proxy.
+type fronts struct {
+	servers                []*http.Server
+	origin, bare, filtered string
+	keys                   []string
+}
+
+func (f *fronts) Close() {
+	for _, s := range f.servers {
+		_ = s.Close()
 	}
+}
+
+func setup(nkeys int) (*fronts, error) {
+	f := &fronts{}
 	body := []byte("ok\n")
 	origin, originURL, err := listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
@@ -93,33 +129,54 @@ func measure(ctx context.Context, o options) (*report, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer origin.Close()
+	f.servers = append(f.servers, origin)
+	f.origin = originURL
 	target, _ := url.Parse(originURL)
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
 	bare, bareURL, err := listen(httpapi.NewProxy(target, quiet))
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	defer bare.Close()
+	f.servers = append(f.servers, bare)
+	f.bare = bareURL
 
-	keys := make([]string, o.keys)
+	keys := make([]string, nkeys)
 	for i := range keys {
 		keys[i] = "bench-key-" + strconv.Itoa(i)
 	}
+	f.keys = keys
 	cfg, err := benchConfig(keys)
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(target, quiet), Logger: quiet})
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	filtered, filteredURL, err := listen(h)
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
-	defer filtered.Close()
+	f.servers = append(f.servers, filtered)
+	f.filtered = filteredURL
+	return f, nil
+}
+
+func measure(ctx context.Context, o options) (*report, error) {
+	if o.conc < 1 || o.rounds < 1 || o.phase <= 0 || o.maxReq < 1 {
+		return nil, errors.New("proxyload: -c, -rounds, -d and -n must be positive")
+	}
+	f, err := setup(o.keys)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	keys, bareURL, filteredURL := f.keys, f.bare, f.filtered
 
 	rep := &report{o: o}
 	client := &http.Client{Transport: &http.Transport{
@@ -145,16 +202,35 @@ func measure(ctx context.Context, o options) (*report, error) {
 		if r%2 == 1 {
 			order[0], order[1] = order[1], order[0]
 		}
+		var round [2]stats // bare, filtered
 		for _, p := range order {
 			runtime.GC()
-			n, err := phase(ctx, client, p.url, keys, o, p.s)
+			rs := &round[0]
+			if p.s == &rep.filtered {
+				rs = &round[1]
+			}
+			c0 := cpuTime()
+			n, err := phase(ctx, client, p.url, keys, o, rs)
+			rs.cpu = cpuTime() - c0
 			if err != nil {
 				return nil, err
 			}
 			if p.s == &rep.filtered {
 				rep.limited += n
 			}
+			p.s.lat = append(p.s.lat, rs.lat...)
+			p.s.requests += rs.requests
+			p.s.errors += rs.errors
+			p.s.non200 += rs.non200
+			p.s.elapsed += rs.elapsed
+			p.s.cpu += rs.cpu
 		}
+		for i := range round {
+			slices.Sort(round[i].lat)
+		}
+		rep.p50Ratio = append(rep.p50Ratio, float64(round[1].pct(0.5))/float64(round[0].pct(0.5)))
+		rep.rpsRatio = append(rep.rpsRatio, round[1].rps()/round[0].rps())
+		rep.cpuRatio = append(rep.cpuRatio, float64(round[1].cpuPerReq())/float64(round[0].cpuPerReq()))
 	}
 	for _, s := range []*stats{&rep.bare, &rep.filtered} {
 		slices.Sort(s.lat)
@@ -220,19 +296,34 @@ func (r *report) write(w io.Writer) {
 	b, f := &r.bare, &r.filtered
 	fmt.Fprintf(w, "proxyload: %d rounds × 2 phases × %s, %d connections, %d API keys, GOMAXPROCS %d, %s\n",
 		r.o.rounds, r.o.phase, r.o.conc, r.o.keys, runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Fprintf(w, "%-28s %10s %10s %10s %12s %10s\n", "front end", "p50", "p90", "p99", "req/s", "requests")
+	fmt.Fprintf(w, "%-28s %10s %10s %10s %12s %10s %12s\n", "front end", "p50", "p90", "p99", "req/s", "requests", "CPU/req")
 	for _, row := range []struct {
 		name string
 		s    *stats
 	}{{"bare httputil.ReverseProxy", b}, {"slidegate + same proxy", f}} {
-		fmt.Fprintf(w, "%-28s %10s %10s %10s %12.0f %10d\n", row.name,
-			round(row.s.pct(0.50)), round(row.s.pct(0.90)), round(row.s.pct(0.99)), row.s.rps(), row.s.requests)
+		fmt.Fprintf(w, "%-28s %10s %10s %10s %12.0f %10d %12s\n", row.name,
+			round(row.s.pct(0.50)), round(row.s.pct(0.90)), round(row.s.pct(0.99)), row.s.rps(), row.s.requests, row.s.cpuPerReq().Round(100*time.Nanosecond))
 	}
-	fmt.Fprintf(w, "p50 overhead:      %+.1f %%\n", 100*(float64(f.pct(0.50))/float64(b.pct(0.50))-1))
-	fmt.Fprintf(w, "p99 overhead:      %+.1f %%\n", 100*(float64(f.pct(0.99))/float64(b.pct(0.99))-1))
-	fmt.Fprintf(w, "throughput ratio:  %.3f (loss %.1f %%)\n", f.rps()/b.rps(), 100*(1-f.rps()/b.rps()))
+	fmt.Fprintf(w, "pooled:            p50 overhead %+.1f %%, p99 overhead %+.1f %%, throughput ratio %.3f\n",
+		100*(float64(f.pct(0.50))/float64(b.pct(0.50))-1), 100*(float64(f.pct(0.99))/float64(b.pct(0.99))-1), f.rps()/b.rps())
+	fmt.Fprintf(w, "median of %d rounds: p50 overhead %+.1f %%, throughput ratio %.3f (loss %.1f %%)\n",
+		len(r.rpsRatio), 100*(median(r.p50Ratio)-1), median(r.rpsRatio), 100*(1-median(r.rpsRatio)))
+	fmt.Fprintf(w, "median of %d rounds: CPU per request %+.1f %% (process CPU time / requests: generator + front end + origin)\n",
+		len(r.cpuRatio), 100*(median(r.cpuRatio)-1))
 }
 
 func round(d time.Duration) string {
 	return d.Round(time.Microsecond).String()
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }

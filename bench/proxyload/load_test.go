@@ -28,9 +28,23 @@ func TestMeasureSmall(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.write(&out)
-	for _, want := range []string{"bare httputil.ReverseProxy", "slidegate + same proxy", "p50 overhead:", "throughput ratio:"} {
+	if len(rep.rpsRatio) != 2 || len(rep.p50Ratio) != 2 {
+		t.Errorf("per-round ratios %v %v, want 2 each", rep.rpsRatio, rep.p50Ratio)
+	}
+	for _, want := range []string{"bare httputil.ReverseProxy", "slidegate + same proxy", "p50 overhead", "throughput ratio"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tt := range []struct {
+		xs   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tt.xs); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
 		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"time"
 )
 
@@ -27,9 +28,30 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 6, "rounds; each runs both front ends once")
 	flag.IntVar(&o.maxReq, "n", 2_000_000, "at most this many requests per phase")
 	flag.IntVar(&o.keys, "keys", 1000, "distinct API keys the load uses (0: anonymous clients)")
+	serveFor := flag.Duration("serve", 0, "only start the servers, print their URLs, and stop after this long (for wrk)")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "proxyload:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *serveFor > 0 {
+		if err := serveOnly(o.keys, *serveFor, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "proxyload:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(context.Background(), o, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "proxyload:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
@@ -40,5 +62,18 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	rep.write(out)
+	return nil
+}
+
+// serveOnly starts the servers for an external load generator and keeps
+// them up for d (bounded, so a forgotten run ends by itself).
+func serveOnly(keys int, d time.Duration, out io.Writer) error {
+	f, err := setup(keys)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(out, "origin %s\nbare %s\nslidegate %s\n", f.origin, f.bare, f.filtered)
+	time.Sleep(d)
 	return nil
 }
