@@ -22,4 +22,5 @@ require (
 	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/dunglas/httpsfv v1.1.2 // indirect
 	github.com/syumai/workers v0.33.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
