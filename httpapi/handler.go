@@ -225,16 +225,18 @@ func (v *verdict) add(res *limiter.Result) {
 	v.cached = v.cached || res.Cached
 }
 
-// settle finishes a verdict: the deciding decision, and, when the request
-// is denied and not counted, the Remaining of the rules that would have
-// admitted it without its cost (the limiter reports each rule as if it
-// alone decided).
-func (v *verdict) settle(deciding window.Decision, cost int64, countDenied bool) {
+// settle finishes a verdict: the deciding decision, and, when the limiter
+// call whose decisions start at from denied the request without counting
+// it, the Remaining of that call's rules that would have admitted it (the
+// limiter reports each rule as if it alone decided, cost included).
+// Decisions before from belong to an earlier call that admitted and
+// counted.
+func (v *verdict) settle(deciding window.Decision, from int, cost int64, countDenied bool) {
 	v.deciding = deciding
 	if deciding.Allowed || countDenied {
 		return
 	}
-	for i := range v.ds[:v.n] {
+	for i := from; i < v.n; i++ {
 		if d := &v.ds[i]; d.Allowed {
 			d.Remaining = min(d.Remaining+cost, d.Limit)
 		}
@@ -262,7 +264,7 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		}
 		v.add(&res)
 		if !res.Allowed {
-			v.settle(res.Decision, cost, h.countDenied)
+			v.settle(res.Decision, 0, cost, h.countDenied)
 			return v
 		}
 	}
@@ -271,8 +273,9 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		v.err = err
 		return v
 	}
+	from := v.n
 	v.add(&res)
-	v.settle(window.Combine(v.ds[:v.n]), cost, h.countDenied)
+	v.settle(window.Combine(v.ds[:v.n]), from, cost, h.countDenied)
 	return v
 }
 

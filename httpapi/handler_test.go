@@ -183,7 +183,7 @@ func TestTooManyBody(t *testing.T) {
 		"type":              RateLimitedType,
 		"title":             "Too Many Requests",
 		"status":            float64(429),
-		"detail":            `Limit "minute" (3 per 1m0s) is used up; retry in 51 s.`,
+		"detail":            `Limit "minute" (3 per 1m) is used up; retry in 51 s.`,
 		"violated-policies": []any{"minute"},
 		"limit":             float64(3),
 		"remaining":         float64(0),
@@ -466,6 +466,20 @@ func TestIPLimitsFirst(t *testing.T) {
 	if !strings.Contains(w.Body.String(), `"violated-policies":["ip-second"]`) {
 		t.Errorf("body %s", w.Body)
 	}
+	// A plan denial after the IP rule admitted (and counted): the IP rule's
+	// remaining shows the count.
+	// One request a second: the IP rule admits all four, the plan denies
+	// the fourth at t0+13s.
+	f2 := newFixture(t, cfg, nil)
+	for range 3 {
+		f2.do(req{})
+		f2.clock.t = f2.clock.t.Add(time.Second)
+	}
+	w = f2.do(req{})
+	if w.Code != 429 {
+		t.Fatalf("4th free request: %d", w.Code)
+	}
+	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=0;t=88, "day";r=97;t=122388`)
 	// Next second, another IP with the same key: the plan saw 2 requests.
 	f.clock.t = f.clock.t.Add(time.Second)
 	w = f.do(req{header: pro, remote: "198.51.100.3:1"})

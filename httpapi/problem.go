@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/slidegate/slidegate/window"
@@ -94,9 +95,21 @@ func writeTooMany(w http.ResponseWriter, p *plan, v *verdict) {
 
 func detail(d window.Decision) string {
 	if d.RetryAfter == window.Never {
-		return fmt.Sprintf("The request costs more than limit %q allows (%d per %s).", d.Rule, d.Limit, d.Period)
+		return fmt.Sprintf("The request costs more than limit %q allows (%d per %s).", d.Rule, d.Limit, period(d.Period))
 	}
-	return fmt.Sprintf("Limit %q (%d per %s) is used up; retry in %d s.", d.Rule, d.Limit, d.Period, retrySeconds(d.RetryAfter))
+	return fmt.Sprintf("Limit %q (%d per %s) is used up; retry in %d s.", d.Rule, d.Limit, period(d.Period), retrySeconds(d.RetryAfter))
+}
+
+// period formats a window as written in configurations: 1m, 24h, 90s.
+func period(d time.Duration) string {
+	s := d.String()
+	if t, ok := strings.CutSuffix(s, "m0s"); ok {
+		s = t + "m"
+	}
+	if t, ok := strings.CutSuffix(s, "h0m"); ok {
+		s = t + "h"
+	}
+	return s
 }
 
 // retryMS is a RetryAfter in milliseconds, rounded up; -1 for Never.
