@@ -1,0 +1,282 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/slidegate/slidegate/kvstore/dynamostore"
+)
+
+// templatePath is the SAM template at the module root.
+var templatePath = filepath.Join("..", "template.yaml")
+
+// decode turns a YAML node into maps, slices and strings, with the
+// CloudFormation short forms spelled out: !Ref x is {"Ref": x}, !GetAtt a.b
+// is {"Fn::GetAtt": [a, b]}, any other !Fn is {"Fn::Fn": value}.
+func decode(n *yaml.Node) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		return decode(n.Content[0])
+	case yaml.AliasNode:
+		return decode(n.Alias)
+	}
+	var v any
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i < len(n.Content); i += 2 {
+			val, err := decode(n.Content[i+1])
+			if err != nil {
+				return nil, err
+			}
+			m[n.Content[i].Value] = val
+		}
+		v = m
+	case yaml.SequenceNode:
+		s := make([]any, 0, len(n.Content))
+		for _, c := range n.Content {
+			val, err := decode(c)
+			if err != nil {
+				return nil, err
+			}
+			s = append(s, val)
+		}
+		v = s
+	case yaml.ScalarNode:
+		v = n.Value
+	default:
+		return nil, fmt.Errorf("line %d: unexpected YAML node kind %v", n.Line, n.Kind)
+	}
+	if !strings.HasPrefix(n.Tag, "!") || strings.HasPrefix(n.Tag, "!!") {
+		return v, nil
+	}
+	fn := strings.TrimPrefix(n.Tag, "!")
+	switch fn {
+	case "Ref", "Condition":
+		return map[string]any{fn: v}, nil
+	case "GetAtt":
+		if s, ok := v.(string); ok {
+			res, attr, _ := strings.Cut(s, ".")
+			return map[string]any{"Fn::GetAtt": []any{res, attr}}, nil
+		}
+	}
+	return map[string]any{"Fn::" + fn: v}, nil
+}
+
+func parseTemplate(data []byte) (map[string]any, error) {
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, err
+	}
+	v, err := decode(&root)
+	if err != nil {
+		return nil, err
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("template is not a mapping")
+	}
+	return m, nil
+}
+
+// at walks a decoded template by keys (maps) and indices (slices); nil when
+// the path does not exist.
+func at(v any, path ...any) any {
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				return nil
+			}
+			v = m[k]
+		case int:
+			s, ok := v.([]any)
+			if !ok || k >= len(s) {
+				return nil
+			}
+			v = s[k]
+		}
+	}
+	return v
+}
+
+// resources returns the logical ids of the resources of type typ.
+func resources(tpl map[string]any, typ string) []string {
+	var ids []string
+	res, _ := tpl["Resources"].(map[string]any)
+	for id, r := range res {
+		if at(r, "Type") == typ {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func same(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// checkTemplate lists where tpl disagrees with the code: the table's key and
+// TTL attribute (dynamostore), the function's environment (this package),
+// its policy (dynamostore.Actions on this table only), runtime and build.
+func checkTemplate(tpl map[string]any) []string {
+	var bad []string
+	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
+
+	tables := resources(tpl, "AWS::DynamoDB::Table")
+	if len(tables) != 1 {
+		return append(bad, fmt.Sprintf("want one AWS::DynamoDB::Table, got %v", tables))
+	}
+	tid := tables[0]
+	table := at(tpl, "Resources", tid, "Properties")
+	if got := at(table, "BillingMode"); got != "PAY_PER_REQUEST" {
+		fail("table BillingMode %v, want PAY_PER_REQUEST (on demand)", got)
+	}
+	if got, want := at(table, "KeySchema"), []any{map[string]any{"AttributeName": dynamostore.KeyAttribute, "KeyType": "HASH"}}; !same(got, want) {
+		fail("table KeySchema %v, want %v", got, want)
+	}
+	if got, want := at(table, "AttributeDefinitions"), []any{map[string]any{"AttributeName": dynamostore.KeyAttribute, "AttributeType": "S"}}; !same(got, want) {
+		fail("table AttributeDefinitions %v, want %v", got, want)
+	}
+	if got, want := at(table, "TimeToLiveSpecification"), map[string]any{"AttributeName": dynamostore.TTLAttribute, "Enabled": "true"}; !same(got, want) {
+		fail("table TimeToLiveSpecification %v, want %v", got, want)
+	}
+
+	fns := resources(tpl, "AWS::Serverless::Function")
+	if len(fns) != 1 {
+		return append(bad, fmt.Sprintf("want one AWS::Serverless::Function, got %v", fns))
+	}
+	fn := at(tpl, "Resources", fns[0])
+	props := at(fn, "Properties")
+	for k, want := range map[string]any{"Runtime": "provided.al2023", "Handler": "bootstrap", "Architectures": []any{"arm64"}} {
+		if got := at(props, k); !same(got, want) {
+			fail("function %s %v, want %v", k, got, want)
+		}
+	}
+	if got := at(fn, "Metadata", "BuildMethod"); got != "go1.x" && got != "makefile" {
+		fail("function Metadata.BuildMethod %v, want go1.x or makefile", got)
+	}
+	if got, _ := at(props, "CodeUri").(string); filepath.Clean(got) != "lambda" {
+		fail("function CodeUri %q, want lambda/ (this package)", got)
+	}
+	vars, _ := at(props, "Environment", "Variables").(map[string]any)
+	var names []string
+	for k := range vars {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	wantEnv := []string{EnvConfig, EnvOrigin, EnvTable}
+	slices.Sort(wantEnv)
+	if !slices.Equal(names, wantEnv) {
+		fail("function environment %v, want %v", names, wantEnv)
+	}
+	if got, want := vars[EnvTable], map[string]any{"Ref": tid}; !same(got, want) {
+		fail("%s = %v, want %v", EnvTable, got, want)
+	}
+
+	var statements []any
+	policies, _ := at(props, "Policies").([]any)
+	for _, p := range policies {
+		st, ok := at(p, "Statement").([]any)
+		if !ok {
+			fail("policy %v: want inline statements (a managed policy grants more than the store calls)", p)
+			continue
+		}
+		statements = append(statements, st...)
+	}
+	var actions []string
+	for _, st := range statements {
+		if at(st, "Effect") != "Allow" {
+			continue
+		}
+		as, ok := at(st, "Action").([]any)
+		if !ok {
+			as = []any{at(st, "Action")}
+		}
+		for _, a := range as {
+			actions = append(actions, fmt.Sprint(a))
+		}
+		if got, want := at(st, "Resource"), map[string]any{"Fn::GetAtt": []any{tid, "Arn"}}; !same(got, want) {
+			fail("policy resource %v, want the table only: %v", got, want)
+		}
+	}
+	slices.Sort(actions)
+	want := slices.Clone(dynamostore.Actions)
+	slices.Sort(want)
+	if !slices.Equal(actions, want) {
+		fail("policy actions %v, want exactly %v", actions, want)
+	}
+
+	if at(props, "FunctionUrlConfig") == nil && at(props, "Events") == nil {
+		fail("function has neither a Function URL nor an HTTP API event")
+	}
+	for _, o := range []string{"ApiUrl", "FunctionUrl", "TableName"} {
+		if at(tpl, "Outputs", o, "Value") == nil {
+			fail("output %s missing", o)
+		}
+	}
+	if got, want := at(tpl, "Outputs", "TableName", "Value"), map[string]any{"Ref": tid}; !same(got, want) {
+		fail("output TableName %v, want %v", got, want)
+	}
+	return bad
+}
+
+func TestTemplateAgreesWithCode(t *testing.T) {
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl, err := parseTemplate(data)
+	if err != nil {
+		t.Fatalf("template.yaml: %v", err)
+	}
+	for _, p := range checkTemplate(tpl) {
+		t.Error(p)
+	}
+	if got, want := at(tpl, "Outputs", "FunctionUrl", "Value"), map[string]any{"Fn::GetAtt": []any{"SlidegateFunctionUrl", "FunctionUrl"}}; !same(got, want) {
+		t.Errorf("FunctionUrl output %v, want %v (!GetAtt decoded)", got, want)
+	}
+	if got, _ := at(tpl, "Outputs", "ApiUrl", "Value", "Fn::Sub").(string); !strings.Contains(got, "${ServerlessHttpApi}") {
+		t.Errorf("ApiUrl output %q, want a !Sub of the HTTP API's id", got)
+	}
+}
+
+// TestTemplateCheckCatches edits the template the way a drift would and
+// expects the check to name it.
+func TestTemplateCheckCatches(t *testing.T) {
+	data, err := os.ReadFile(templatePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, old, new, want string }{
+		{"ttl attribute", "AttributeName: ttl", "AttributeName: expires", "TimeToLiveSpecification"},
+		{"key attribute", "- AttributeName: id\n          KeyType", "- AttributeName: pk\n          KeyType", "KeySchema"},
+		{"wildcard action", "- dynamodb:GetItem", "- dynamodb:*", "policy actions"},
+		{"extra action", "- dynamodb:GetItem", "- dynamodb:GetItem\n                - dynamodb:Scan", "policy actions"},
+		{"any resource", "Resource: !GetAtt CountersTable.Arn", `Resource: "*"`, "policy resource"},
+		{"env name", "TABLE_NAME: !Ref", "TABLE: !Ref", "function environment"},
+		{"runtime", "Runtime: provided.al2023", "Runtime: provided.al2", "Runtime"},
+		{"arch", "- arm64", "- x86_64", "Architectures"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if !strings.Contains(string(data), tt.old) {
+				t.Fatalf("template has no %q to edit", tt.old)
+			}
+			tpl, err := parseTemplate([]byte(strings.Replace(string(data), tt.old, tt.new, 1)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			problems := checkTemplate(tpl)
+			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.want) }) {
+				t.Errorf("edit %q -> %q: problems %q, want one about %s", tt.old, tt.new, problems, tt.want)
+			}
+		})
+	}
+}
