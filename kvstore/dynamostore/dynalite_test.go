@@ -57,9 +57,15 @@ func (c *calls) take() map[string]int {
 
 var tableSeq atomic.Int64
 
-// newTable returns a client of the shared dynalite, counting its requests,
-// and a fresh table.
-func newTable(t *testing.T, endpoint string) (*dynamodb.Client, *calls, string) {
+// table is a fresh table on a dynalite server, with a client that counts
+// its requests.
+type table struct {
+	client *dynamodb.Client
+	calls  *calls
+	name   string
+}
+
+func newTable(t *testing.T, endpoint string) *table {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -71,28 +77,27 @@ func newTable(t *testing.T, endpoint string) (*dynamodb.Client, *calls, string) 
 	client = dynamodb.New(client.Options(), func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, c.register)
 	})
-	table := "slidegate-test-" + strconv.FormatInt(tableSeq.Add(1), 10)
-	if err := dynamostore.CreateTable(ctx, client, table); err != nil {
+	name := "slidegate-test-" + strconv.FormatInt(tableSeq.Add(1), 10)
+	if err := dynamostore.CreateTable(ctx, client, name); err != nil {
 		t.Fatalf("CreateTable: %v", err)
 	}
 	c.take()
-	return client, c, table
+	return &table{client: client, calls: c, name: name}
 }
 
-func newStore(t *testing.T) (*dynamostore.Store, *calls) {
+// store returns a new Store on the table: another Lambda instance.
+func (tb *table) store(t *testing.T) *dynamostore.Store {
 	t.Helper()
-	client, c, table := newTable(t, dynalite.Shared(t).Endpoint)
-	s, err := dynamostore.New(client, table)
+	s, err := dynamostore.New(tb.client, tb.name)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	return s, c
+	return s
 }
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) kvstore.Store {
-		s, _ := newStore(t)
-		return s
+		return newTable(t, dynalite.Shared(t).Endpoint).store(t)
 	})
 }
 
@@ -104,10 +109,10 @@ func rule(name string, limit int64, period time.Duration) limiter.Rule {
 }
 
 // stored reads id's item straight from the table, bypassing every cache.
-func stored(t *testing.T, client *dynamodb.Client, table, id string) map[string]int64 {
+func (tb *table) stored(t *testing.T, id string) map[string]int64 {
 	t.Helper()
-	out, err := client.GetItem(context.Background(), &dynamodb.GetItemInput{
-		TableName:      aws.String(table),
+	out, err := tb.client.GetItem(context.Background(), &dynamodb.GetItemInput{
+		TableName:      aws.String(tb.name),
 		Key:            map[string]types.AttributeValue{dynamostore.KeyAttribute: &types.AttributeValueMemberS{Value: id}},
 		ConsistentRead: aws.Bool(true),
 	})
@@ -168,36 +173,29 @@ func TestExactUnderConcurrency(t *testing.T) {
 	}
 
 	t.Run("AddIf", func(t *testing.T) {
-		client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
-		s, err := dynamostore.New(client, table)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tb := newTable(t, dynalite.Shared(t).Endpoint)
+		s := tb.store(t)
 		cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
 		run(t, func(int) (bool, error) {
 			return s.AddIf(context.Background(), "hot", []kvstore.Cond{{Slot: cur, Max: limit - 1, Add: 1}}, make([]int64, 1))
 		})
-		if got := stored(t, client, table, "hot")[attr("minute", time.Minute, t0)]; got != limit {
+		if got := tb.stored(t, "hot")[attr("minute", time.Minute, t0)]; got != limit {
 			t.Errorf("stored count %d, want %d", got, limit)
 		}
 	})
 
 	t.Run("Limiter", func(t *testing.T) {
-		client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
+		tb := newTable(t, dynalite.Shared(t).Endpoint)
 		var lims [4]*limiter.Limiter
 		for i := range lims {
-			s, err := dynamostore.New(client, table)
-			if err != nil {
-				t.Fatal(err)
-			}
-			lims[i] = limiter.New(limiter.Options{Store: s})
+			lims[i] = limiter.New(limiter.Options{Store: tb.store(t)})
 		}
 		rules := []limiter.Rule{minute, dayR}
 		run(t, func(i int) (bool, error) {
 			res, err := lims[i%len(lims)].Check(context.Background(), t0, "hot", rules, 1)
 			return res.Allowed, err
 		})
-		item := stored(t, client, table, "hot")
+		item := tb.stored(t, "hot")
 		if got := item[attr("minute", time.Minute, t0)]; got != limit {
 			t.Errorf("stored minute count %d, want %d", got, limit)
 		}
@@ -211,11 +209,8 @@ func TestExactUnderConcurrency(t *testing.T) {
 // minute rule's count unchanged; both live in one item, one write.
 func TestDayDenialChargesNoRule(t *testing.T) {
 	t.Parallel()
-	client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
-	s, err := dynamostore.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := newTable(t, dynalite.Shared(t).Endpoint)
+	s := tb.store(t)
 	lim := limiter.New(limiter.Options{Store: s, DisableDenyCache: true})
 	rules := []limiter.Rule{rule("minute", 100, time.Minute), rule("day", 3, 24*time.Hour)}
 	ctx := context.Background()
@@ -232,7 +227,7 @@ func TestDayDenialChargesNoRule(t *testing.T) {
 			t.Errorf("request %d denied by %q, want day", i, res.Rule)
 		}
 	}
-	item := stored(t, client, table, "k")
+	item := tb.stored(t, "k")
 	if got := item[attr("minute", time.Minute, t0)]; got != 3 {
 		t.Errorf("stored minute count %d, want 3 (denied requests charge no rule)", got)
 	}
@@ -246,11 +241,8 @@ func TestDayDenialChargesNoRule(t *testing.T) {
 // across bucket roll-overs; none while an identity is known to be blocked.
 func TestRequestsPerDecision(t *testing.T) {
 	t.Parallel()
-	client, calls, table := newTable(t, dynalite.Shared(t).Endpoint)
-	s, err := dynamostore.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := newTable(t, dynalite.Shared(t).Endpoint)
+	s, calls := tb.store(t), tb.calls
 	lim := limiter.New(limiter.Options{Store: s})
 	rules := []limiter.Rule{rule("minute", 10, time.Minute), rule("day", 10000, 24*time.Hour)}
 	ctx := context.Background()
@@ -281,11 +273,7 @@ func TestRequestsPerDecision(t *testing.T) {
 	t.Run("Blocked", func(t *testing.T) {
 		// A second instance on the same table: its cache has not seen
 		// the identity.
-		other, err := dynamostore.New(client, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lim2 := limiter.New(limiter.Options{Store: other})
+		lim2 := limiter.New(limiter.Options{Store: tb.store(t)})
 		t1 := t0.Add(time.Hour)
 		for i := range 10 {
 			if res := check(t1, "burst"); !res.Allowed {
@@ -344,11 +332,8 @@ func TestRequestsPerDecision(t *testing.T) {
 // same write.
 func TestTTLAndCleanup(t *testing.T) {
 	t.Parallel()
-	client, _, table := newTable(t, dynalite.Shared(t).Endpoint)
-	s, err := dynamostore.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb := newTable(t, dynalite.Shared(t).Endpoint)
+	s := tb.store(t)
 	lim := limiter.New(limiter.Options{Store: s})
 	ctx := context.Background()
 	minuteOnly := []limiter.Rule{rule("minute", 10, time.Minute)}
@@ -356,7 +341,7 @@ func TestTTLAndCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := window.Index(t0, time.Minute)
-	if got, want := stored(t, client, table, "k")[dynamostore.TTLAttribute], window.Start(b+2, time.Minute).Unix(); got != want {
+	if got, want := tb.stored(t, "k")[dynamostore.TTLAttribute], window.Start(b+2, time.Minute).Unix(); got != want {
 		t.Errorf("ttl = %d, want %d (end of the next minute bucket)", got, want)
 	}
 	both := []limiter.Rule{rule("minute", 10, time.Minute), rule("day", 100, 24*time.Hour)}
@@ -365,7 +350,7 @@ func TestTTLAndCleanup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	item := stored(t, client, table, "k")
+	item := tb.stored(t, "k")
 	d := window.Index(t0, 24*time.Hour)
 	if got, want := item[dynamostore.TTLAttribute], window.Start(d+2, 24*time.Hour).Unix(); got != want {
 		t.Errorf("ttl = %d, want %d (end of the next day bucket)", got, want)

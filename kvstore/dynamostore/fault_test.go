@@ -21,12 +21,8 @@ func TestServerOutage(t *testing.T) {
 	const storeTimeout = 150 * time.Millisecond
 	const margin = time.Second // scheduling on a loaded CI machine, not retries
 	srv := dynalite.Run(t)
-	client, _, table := newTable(t, srv.Endpoint)
-	s, err := dynamostore.New(client, table)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lim := limiter.New(limiter.Options{Store: s})
+	tb := newTable(t, srv.Endpoint)
+	lim := limiter.New(limiter.Options{Store: tb.store(t)})
 	rules := []limiter.Rule{rule("minute", 1000, time.Minute)}
 	// unsure counts the checks that failed while the server process was
 	// there: it may have received their write and apply it later.
@@ -104,7 +100,7 @@ func TestServerOutage(t *testing.T) {
 	// The admitted checks were counted, and perhaps writes that a frozen
 	// server applied after their callers gave up: a store error never
 	// loses a count, it may add one.
-	item := stored(t, client, table, "k")
+	item := tb.stored(t, "k")
 	var total int64
 	for k, v := range item {
 		if k != dynamostore.TTLAttribute {
