@@ -37,6 +37,7 @@ type runtimeAPI struct {
 	seq     int
 	pending map[string]chan outcome
 	initErr chan string
+	ready   time.Time // when the function first asked for an invocation: init done
 }
 
 type invocation struct {
@@ -54,6 +55,11 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 	rt := &runtimeAPI{next: make(chan invocation), pending: map[string]chan outcome{}, initErr: make(chan string, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
+		rt.mu.Lock()
+		if rt.ready.IsZero() {
+			rt.ready = time.Now()
+		}
+		rt.mu.Unlock()
 		select {
 		case inv := <-rt.next:
 			h := w.Header()
@@ -149,6 +155,9 @@ func buildBootstrap(t *testing.T) string {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	if fi, err := os.Stat(bin); err == nil {
+		t.Logf("bootstrap for the host: %.1f MB", float64(fi.Size())/1e6)
+	}
 	return bin
 }
 
@@ -236,7 +245,10 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	for i, name := range []string{"functionurl-get.json", "httpapi-get.json", "functionurl-get.json"} {
 		res := rt.invoke(t, fixture(name), exited)
 		if i == 0 {
-			t.Logf("cold start: process start to first response %s", time.Since(start).Round(time.Millisecond))
+			rt.mu.Lock()
+			initDone := rt.ready.Sub(start)
+			rt.mu.Unlock()
+			t.Logf("cold start: process start to first response %s (init %s)", time.Since(start).Round(time.Millisecond), initDone.Round(time.Millisecond))
 		}
 		if res.StatusCode != http.StatusOK || res.Body != "hello from the origin\n" {
 			t.Fatalf("request %d (%s): %d %q; want 200 from the origin", i, name, res.StatusCode, res.Body)
