@@ -24,6 +24,10 @@ import (
 type options struct {
 	conc, rounds, maxReq, keys int
 	phase                      time.Duration
+	// aa puts a second bare proxy where slidegate would be: an A/A run
+	// that shows how far two identical front ends differ on this machine,
+	// the noise floor of every ratio.
+	aa bool
 }
 
 // stats are the measurements of one front end over all its phases.
@@ -119,7 +123,7 @@ func (f *fronts) Close() {
 	}
 }
 
-func setup(nkeys int) (*fronts, error) {
+func setup(nkeys int, aa bool) (*fronts, error) {
 	f := &fronts{}
 	body := []byte("ok\n")
 	origin, originURL, err := listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -157,7 +161,11 @@ func setup(nkeys int) (*fronts, error) {
 		f.Close()
 		return nil, err
 	}
-	filtered, filteredURL, err := listen(h)
+	var front http.Handler = h
+	if aa {
+		front = httpapi.NewProxy(target, quiet)
+	}
+	filtered, filteredURL, err := listen(front)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -171,7 +179,7 @@ func measure(ctx context.Context, o options) (*report, error) {
 	if o.conc < 1 || o.rounds < 1 || o.phase <= 0 || o.maxReq < 1 {
 		return nil, errors.New("proxyload: -c, -rounds, -d and -n must be positive")
 	}
-	f, err := setup(o.keys)
+	f, err := setup(o.keys, o.aa)
 	if err != nil {
 		return nil, err
 	}
@@ -296,6 +304,9 @@ func (r *report) write(w io.Writer) {
 	b, f := &r.bare, &r.filtered
 	fmt.Fprintf(w, "proxyload: %d rounds × 2 phases × %s, %d connections, %d API keys, GOMAXPROCS %d, %s\n",
 		r.o.rounds, r.o.phase, r.o.conc, r.o.keys, runtime.GOMAXPROCS(0), runtime.Version())
+	if r.o.aa {
+		fmt.Fprintln(w, "A/A run: the second row is another bare proxy, not slidegate")
+	}
 	fmt.Fprintf(w, "%-28s %10s %10s %10s %12s %10s %12s\n", "front end", "p50", "p90", "p99", "req/s", "requests", "CPU/req")
 	for _, row := range []struct {
 		name string
