@@ -17,7 +17,7 @@ type Local struct {
 	now func() time.Time
 }
 
-var _ kvstore.Conditional = (*Local)(nil)
+var _ kvstore.Updater = (*Local)(nil)
 
 // NewLocal returns a Local over g. now dates the sweeps of expired counters;
 // nil means time.Now.
@@ -96,6 +96,35 @@ func (l *Local) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 			}
 			cell, _ := c.Get(localKey(id, cd.Slot))
 			counts[i] = cell.N
+		}
+	})
+	return ok, nil
+}
+
+// Update implements kvstore.Updater: the counts are read, a decides and the
+// costs are added in one Globals.Update, with no JS call in between that
+// could let another request of the isolate run.
+func (l *Local) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
+	if len(counts) != len(slots) || len(costs) != len(slots) {
+		return false, ErrLength
+	}
+	ms := l.now().UnixMilli()
+	ok := false
+	l.g.Update(func(c Cells) {
+		sweep(c, ms)
+		keys := make([]string, len(slots))
+		for i, sl := range slots {
+			keys[i] = localKey(id, sl)
+			cell, _ := c.Get(keys[i])
+			counts[i] = cell.N
+		}
+		if ok = a.Admit(counts); !ok {
+			return
+		}
+		for i, sl := range slots {
+			if costs[i] != 0 {
+				add(c, keys[i], sl, costs[i])
+			}
 		}
 	})
 	return ok, nil

@@ -585,3 +585,49 @@ func TestLocalAddIfIsAtomicAcrossStores(t *testing.T) {
 		t.Errorf("admitted %d of 100 against a limit of 10", n)
 	}
 }
+
+// limitAdmitter admits while every count plus one stays within max.
+type limitAdmitter struct{ max int64 }
+
+func (a limitAdmitter) Admit(counts []int64) bool {
+	for _, c := range counts {
+		if c+1 > a.max {
+			return false
+		}
+	}
+	return true
+}
+
+func TestLocalUpdate(t *testing.T) {
+	g := NewMemGlobals("")
+	l := NewLocal(g, func() time.Time { return t0 })
+	slots := []kvstore.Slot{minute(t0), {Name: "hour", Bucket: window.Index(t0, time.Hour), Length: time.Hour}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	for range 50 {
+		wg.Go(func() {
+			counts := make([]int64, 2)
+			ok, err := l.Update(context.Background(), "id", slots, counts, []int64{1, 1}, limitAdmitter{max: 20})
+			if err != nil {
+				t.Error(err)
+			}
+			if ok {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if admitted != 20 {
+		t.Errorf("Update admitted %d of 50 against 20", admitted)
+	}
+	counts := make([]int64, 2)
+	if err := l.Load(context.Background(), "id", slots, counts); err != nil || counts[0] != 20 || counts[1] != 20 {
+		t.Errorf("counts after = %v, %v; want [20 20]", counts, err)
+	}
+	if _, err := l.Update(context.Background(), "id", slots, counts, nil, limitAdmitter{}); !errors.Is(err, ErrLength) {
+		t.Errorf("Update with missing costs = %v, want ErrLength", err)
+	}
+}

@@ -1,0 +1,276 @@
+// Package workerd runs slidegate's Worker (and the baseline Worker) under
+// `wrangler dev` for tests: it builds a Worker with the Makefile's commands,
+// writes a test wrangler.toml, starts workerd on a free 127.0.0.1 port with
+// its KV persisted to a temporary directory, and stops it afterwards.
+//
+// The tests that use it need the pinned wrangler (npm ci). Without it they
+// fail when CI=true and skip otherwise (Require).
+package workerd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Errors of the harness.
+var (
+	ErrNoWrangler = errors.New("workerd: wrangler is not installed (run npm ci)")
+	ErrNotReady   = errors.New("workerd: wrangler dev did not become ready")
+	ErrNoSize     = errors.New("workerd: wrangler printed no upload size")
+)
+
+// Root returns the repository root: the nearest directory above the working
+// directory that holds go.mod and package.json.
+func Root() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("workerd: %w", err)
+	}
+	for {
+		if isFile(filepath.Join(dir, "go.mod")) && isFile(filepath.Join(dir, "package.json")) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("workerd: no repository root above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && !st.IsDir()
+}
+
+// Wrangler returns the path of the repository's pinned wrangler.
+func Wrangler(root string) (string, error) {
+	p := filepath.Join(root, "node_modules", ".bin", "wrangler")
+	if !isFile(p) {
+		return "", ErrNoWrangler
+	}
+	return p, nil
+}
+
+// Skipper is the part of testing.TB that Require uses.
+type Skipper interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+}
+
+// Require reports a missing component: a failure when CI=true (CI must run
+// every integration test), a skip with the reason otherwise.
+func Require(t Skipper, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%v (CI=true: integration tests must run)", err)
+	}
+	t.Skipf("%v", err)
+}
+
+// Build builds the Worker in package pkg (relative to root, "./edge") into
+// dir/build with the commands of `make build-edge`: the syumai assets in Go
+// mode, then the Wasm build.
+func Build(ctx context.Context, root, pkg, dir string) error {
+	out := filepath.Join(dir, "build")
+	steps := [][]string{
+		{"go", "run", "github.com/syumai/workers/cmd/workers-assets-gen", "-mode=go", "-o", out},
+		{"go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(out, "app.wasm"), pkg},
+	}
+	for i, args := range steps {
+		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+		cmd.Dir = root
+		cmd.Env = os.Environ()
+		if i == 1 {
+			cmd.Env = append(cmd.Env, "GOOS=js", "GOARCH=wasm")
+		}
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("workerd: %s: %w\n%s", strings.Join(args, " "), err, b)
+		}
+	}
+	return nil
+}
+
+// Config is a test wrangler.toml.
+type Config struct {
+	Name string            // Worker name
+	Vars map[string]string // [vars]
+	KV   bool              // bind SLIDEGATE_KV
+}
+
+// Write writes c as dir/wrangler.toml, with main = build/worker.mjs.
+func (c Config) Write(dir string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name = %q\nmain = \"build/worker.mjs\"\ncompatibility_date = \"2026-04-01\"\n", c.Name)
+	if c.KV {
+		b.WriteString("\n[[kv_namespaces]]\nbinding = \"SLIDEGATE_KV\"\nid = \"test\"\n")
+	}
+	if len(c.Vars) > 0 {
+		b.WriteString("\n[vars]\n")
+		for k, v := range c.Vars {
+			fmt.Fprintf(&b, "%s = %s\n", k, strconv.Quote(v))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "wrangler.toml"), []byte(b.String()), 0o644); err != nil {
+		return fmt.Errorf("workerd: %w", err)
+	}
+	return nil
+}
+
+// Worker is a running `wrangler dev`.
+type Worker struct {
+	URL     string // http://127.0.0.1:port
+	Dir     string // the directory of its wrangler.toml and build/
+	Persist string // its local KV state
+	cmd     *exec.Cmd
+	log     *syncBuffer
+	done    chan struct{}
+}
+
+// Start runs `wrangler dev` in dir (which holds wrangler.toml and build/) on
+// free 127.0.0.1 ports and waits, at most a minute, until GET readyPath
+// answers.
+func Start(wrangler, dir, readyPath string) (*Worker, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	inspector, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, Persist: filepath.Join(dir, "state"),
+		log: &syncBuffer{}, done: make(chan struct{}),
+	}
+	w.cmd = exec.Command(wrangler, "dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
+		"--inspector-port", strconv.Itoa(inspector), "--persist-to", w.Persist, "--show-interactive-dev-session=false")
+	w.cmd.Dir = dir
+	w.cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CI=true")
+	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("workerd: start wrangler: %w", err)
+	}
+	go func() {
+		_ = w.cmd.Wait()
+		close(w.done)
+	}()
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case <-w.done:
+			return nil, fmt.Errorf("%w: it exited:\n%s", ErrNotReady, w.Log())
+		default:
+		}
+		if res, err := client.Get(w.URL + readyPath); err == nil {
+			res.Body.Close()
+			if res.StatusCode < 500 {
+				return w, nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	w.Stop()
+	return nil, fmt.Errorf("%w within a minute:\n%s", ErrNotReady, w.Log())
+}
+
+// Stop ends wrangler and workerd (the whole process group) and waits for
+// them.
+func (w *Worker) Stop() {
+	if w == nil || w.cmd.Process == nil {
+		return
+	}
+	pgid := w.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-w.done
+	}
+}
+
+// Log returns what wrangler printed so far.
+func (w *Worker) Log() string { return w.log.String() }
+
+// KVList runs `wrangler kv key list --local` against the Worker's persisted
+// KV and returns its JSON output.
+func (w *Worker) KVList(ctx context.Context, wrangler, prefix string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, wrangler, "kv", "key", "list", "--local", "--binding", "SLIDEGATE_KV",
+		"--persist-to", w.Persist, "--prefix", prefix)
+	cmd.Dir = w.Dir
+	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CI=true")
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("workerd: kv key list: %w\n%s", err, errOut.String())
+	}
+	return out.Bytes(), nil
+}
+
+// sizeLine is wrangler's "Total Upload: 6949.82 KiB / gzip: 1945.53 KiB".
+var sizeLine = regexp.MustCompile(`Total Upload: ([0-9.]+) KiB / gzip: ([0-9.]+) KiB`)
+
+// DryRun runs `wrangler deploy --dry-run --outdir outdir` in dir and returns
+// the upload size and its gzip size as wrangler reports them, in bytes.
+func DryRun(ctx context.Context, wrangler, dir, outdir string) (raw, gz int64, err error) {
+	cmd := exec.CommandContext(ctx, wrangler, "deploy", "--dry-run", "--outdir", outdir)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CI=true")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, 0, fmt.Errorf("workerd: deploy --dry-run: %w\n%s", err, out)
+	}
+	m := sizeLine.FindSubmatch(out)
+	if m == nil {
+		return 0, 0, fmt.Errorf("%w:\n%s", ErrNoSize, out)
+	}
+	kib := func(b []byte) int64 { f, _ := strconv.ParseFloat(string(b), 64); return int64(f * 1024) }
+	return kib(m[1]), kib(m[2]), nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("workerd: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the two writers of a process.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/edge/internal/workerd"
+)
+
+// The measurements of docs/edge.md, in workerd under wrangler dev:
+//
+//	go test -run '^$' -bench Workerd -benchtime 400x ./edge
+//
+// BenchmarkWorkerdLatency alternates requests to a stock syumai hello-world
+// Worker (edge/testdata/baseline) and to slidegate's check API, one at a
+// time, and reports both p50s. BenchmarkWorkerdSteadyLoad sends 20
+// requests a second on one key for 10 s to the debug Worker and reports KV
+// operations per request and the Go instance's memory.
+
+var bench struct {
+	once                sync.Once
+	err                 error
+	baseline, slidegate *workerd.Worker
+}
+
+// latencyConfig admits everything: the benchmark measures the decision, not
+// a denial.
+const latencyConfig = `{"plans": {"free": {"limits": [{"name": "minute", "limit": 100000000, "window": "1m"}, {"name": "day", "limit": 100000000, "window": "24h"}]}},
+  "default_plan": "free", "ip_limits": [{"name": "ip-second", "limit": 100000, "window": "1s", "scope": "local"}], "store_timeout": "10s"}`
+
+func benchWorkers(b *testing.B) (baseline, sg *workerd.Worker) {
+	b.Helper()
+	root, err := workerd.Root()
+	if err != nil {
+		b.Fatal(err)
+	}
+	wrangler, err := workerd.Wrangler(root)
+	workerd.Require(b, err)
+	bench.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		start := func(pkg string, cfg workerd.Config) (*workerd.Worker, error) {
+			dir, err := os.MkdirTemp("", "slidegate-bench-")
+			if err != nil {
+				return nil, err
+			}
+			if err := workerd.Build(ctx, root, pkg, dir); err != nil {
+				return nil, err
+			}
+			if err := cfg.Write(dir); err != nil {
+				return nil, err
+			}
+			return workerd.Start(wrangler, dir, "/")
+		}
+		if bench.baseline, bench.err = start("./edge/testdata/baseline", workerd.Config{Name: "baseline"}); bench.err != nil {
+			return
+		}
+		bench.slidegate, bench.err = start("./edge", workerd.Config{Name: "slidegate-bench", KV: true,
+			Vars: map[string]string{varConfig: latencyConfig}})
+	})
+	if bench.err != nil {
+		b.Fatal(bench.err)
+	}
+	return bench.baseline, bench.slidegate
+}
+
+func timed(b *testing.B, c *http.Client, req func() *http.Request) time.Duration {
+	b.Helper()
+	t := time.Now()
+	res, err := c.Do(req())
+	if err != nil {
+		b.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	d := time.Since(t)
+	if res.StatusCode != http.StatusOK {
+		b.Fatalf("%s: %d", res.Request.URL, res.StatusCode)
+	}
+	return d
+}
+
+func p50(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func BenchmarkWorkerdLatency(b *testing.B) {
+	base, sg := benchWorkers(b)
+	c := &http.Client{Timeout: 30 * time.Second}
+	hello := func() *http.Request { r, _ := http.NewRequest("GET", base.URL+"/", nil); return r }
+	check := func() *http.Request {
+		r, _ := http.NewRequest("POST", sg.URL+"/v1/check", strings.NewReader(`{"key":"bench-key"}`))
+		r.Header.Set("Content-Type", "application/json")
+		return r
+	}
+	for range 20 { // warm both isolates up
+		timed(b, c, hello)
+		timed(b, c, check)
+	}
+	var tb, ts []time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		tb = append(tb, timed(b, c, hello))
+		ts = append(ts, timed(b, c, check))
+	}
+	pb, ps := p50(tb), p50(ts)
+	b.ReportMetric(float64(pb.Microseconds())/1000, "baseline-p50-ms")
+	b.ReportMetric(float64(ps.Microseconds())/1000, "slidegate-p50-ms")
+	b.ReportMetric(float64((ps-pb).Microseconds())/1000, "delta-p50-ms")
+}
+
+func BenchmarkWorkerdSteadyLoad(b *testing.B) {
+	w := slidegateWorker(b)
+	c := &http.Client{Timeout: 30 * time.Second}
+	const rps, secs = 20, 10
+	before := len(debugState(b, w, "").Events)
+	var mems []int
+	tick := time.NewTicker(time.Second / rps)
+	defer tick.Stop()
+	b.ResetTimer()
+	for range rps * secs {
+		<-tick.C
+		r, _ := http.NewRequest("GET", w.URL+"/v1/steady", nil)
+		r.Header.Set("X-API-Key", steadyKey)
+		res, err := c.Do(r)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			b.Fatalf("steady load: %d", res.StatusCode)
+		}
+		if m, err := strconv.Atoi(res.Header.Get(memHeader)); err == nil {
+			mems = append(mems, m)
+		}
+	}
+	b.StopTimer()
+	time.Sleep(2 * time.Second) // the trailing write
+	evs := debugState(b, w, "").Events[before:]
+	n := map[string]int{}
+	puts := map[string][]int64{}
+	for _, e := range evs {
+		n[e.Op]++
+		if e.Op == "put" {
+			puts[e.Key] = append(puts[e.Key], e.At)
+		}
+	}
+	most := 0 // writes of one key within any one second
+	for _, ats := range puts {
+		for i := range ats {
+			j := i
+			for j < len(ats) && ats[j]-ats[i] < 1000 {
+				j++
+			}
+			most = max(most, j-i)
+		}
+	}
+	if n["req"] == 0 {
+		b.Fatal("no requests logged")
+	}
+	sort.Ints(mems)
+	b.ReportMetric(float64(n["put"])/float64(n["req"]), "puts/req")
+	b.ReportMetric(float64(n["list"])/float64(n["req"]), "lists/req")
+	b.ReportMetric(float64(n["put"])/secs, "puts/s")
+	b.ReportMetric(float64(n["list"])/secs, "lists/s")
+	b.ReportMetric(float64(len(puts)), "keys-written")
+	b.ReportMetric(float64(most), "max-puts/key/s")
+	if len(mems) > 0 {
+		b.ReportMetric(float64(mems[len(mems)/2])/(1<<20), "go-mem-MiB")
+	}
+}
