@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/dynalite"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -92,19 +94,30 @@ func (s *syncBuffer) String() string {
 
 var listening = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 
-// TestServeInProcess runs serve until its context is cancelled.
-func TestServeInProcess(t *testing.T) {
+// serveInProcess runs `slidegate serve args...` on 127.0.0.1:0 until the
+// test ends, and returns its base URL.
+func serveInProcess(t *testing.T, args ...string) (base string, out *syncBuffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out = &syncBuffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--config", "testdata/e2e.json", "--listen", "127.0.0.1:0", "--demo-origin"}, out, io.Discard)
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, io.Discard)
 	}()
-	var base string
-	for deadline := time.Now().Add(10 * time.Second); base == ""; {
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("serve returned %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("serve did not return after cancel")
+		}
+	})
+	for deadline := time.Now().Add(10 * time.Second); ; {
 		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-			break
+			return m[1], out
 		}
 		select {
 		case err := <-done:
@@ -115,26 +128,54 @@ func TestServeInProcess(t *testing.T) {
 			t.Fatalf("no address in %q", out.String())
 		}
 	}
-	resp, err := http.Get(base + "/hello")
+}
+
+func status(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"path":"/hello"`) || resp.Header.Get("RateLimit") == "" {
-		t.Errorf("GET /hello = %d %s %v", resp.StatusCode, body, resp.Header)
-	}
-	cancel()
-	select {
-	case err := <-done:
+	return resp.StatusCode
+}
+
+// TestServeInProcess runs serve until its context is cancelled.
+func TestServeInProcess(t *testing.T) {
+	var out *syncBuffer
+	t.Run("serve", func(t *testing.T) {
+		var base string
+		base, out = serveInProcess(t, "--config", "testdata/e2e.json", "--demo-origin")
+		resp, err := http.Get(base + "/hello")
 		if err != nil {
-			t.Fatalf("serve returned %v", err)
+			t.Fatal(err)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("serve did not return after cancel")
-	}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `"path":"/hello"`) || resp.Header.Get("RateLimit") == "" {
+			t.Errorf("GET /hello = %d %s %v", resp.StatusCode, body, resp.Header)
+		}
+	})
 	if !strings.Contains(out.String(), "slidegate: stopped") {
 		t.Errorf("output %q", out.String())
+	}
+}
+
+// TestServeDynamoDB: two servers on one DynamoDB table (dynalite) share
+// their counters.
+func TestServeDynamoDB(t *testing.T) {
+	srv := dynalite.Run(t)
+	args := []string{"--config", "testdata/e2e.json", "--demo-origin", "--store", "dynamodb", "--table", "slidegate-e2e", "--endpoint", srv.Endpoint}
+	a, _ := serveInProcess(t, append(args, "--create-table")...)
+	b, _ := serveInProcess(t, args...)
+	for i, base := range []string{a, b, a} {
+		if got := status(t, base+"/x"); got != 200 {
+			t.Fatalf("request %d: %d", i+1, got)
+		}
+	}
+	if got := status(t, b+"/x"); got != 429 {
+		t.Errorf("4th request, on the second server: %d, want 429 (counters not shared)", got)
 	}
 }
 
