@@ -373,3 +373,45 @@ func TestStaleResponseDoesNotLowerCache(t *testing.T) {
 		t.Errorf("Load = %d, want 8 (the larger of two observations)", counts[0])
 	}
 }
+
+// TestEveryPlaceholderIsUsed: DynamoDB rejects an expression attribute name
+// or value that no expression uses (dynalite does not check).
+func TestEveryPlaceholderIsUsed(t *testing.T) {
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384717", 1, "minute#1m0s#29384720", 2))}
+	s := mustNew(t, api)
+	ctx := context.Background()
+	_ = s.Add(ctx, "k", []kvstore.Slot{minute(b0 - 3)}, []int64{1})
+	_, _ = s.AddIf(ctx, "k", []kvstore.Cond{{Slot: minute(b0 - 1), Max: 3}, {Slot: minute(b0), Max: 5, Add: 1}, {Slot: day(20406), Max: -1, Add: 1}}, make([]int64, 3))
+	_ = s.Add(ctx, "k", []kvstore.Slot{minute(b0), day(20406)}, []int64{-1, 0})
+	if len(api.updates) != 3 {
+		t.Fatalf("%d updates, want 3", len(api.updates))
+	}
+	for i, in := range api.updates {
+		exprs := aws.ToString(in.UpdateExpression) + " " + aws.ToString(in.ConditionExpression)
+		for k := range in.ExpressionAttributeNames {
+			if !usesPlaceholder(exprs, k) {
+				t.Errorf("update %d: name %s unused in %q", i, k, exprs)
+			}
+		}
+		for k := range in.ExpressionAttributeValues {
+			if !usesPlaceholder(exprs, k) {
+				t.Errorf("update %d: value %s unused in %q", i, k, exprs)
+			}
+		}
+	}
+}
+
+// usesPlaceholder reports whether p occurs in expr as a whole token.
+func usesPlaceholder(expr, p string) bool {
+	for i := 0; ; {
+		j := strings.Index(expr[i:], p)
+		if j < 0 {
+			return false
+		}
+		end := i + j + len(p)
+		if end == len(expr) || !strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789", rune(expr[end])) {
+			return true
+		}
+		i = end
+	}
+}
