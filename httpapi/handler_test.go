@@ -382,6 +382,10 @@ func TestClientAddr(t *testing.T) {
 		{"IPv6 proxy neighbour not trusted", "[2001:db8:ffff::2]:443", []string{"203.0.113.7"}, "ip:2001:db8:ffff::/64"},
 		{"IPv4-mapped IPv6 is IPv4", "[::ffff:192.0.2.9]:1", nil, "ip:192.0.2.9"},
 		{"unreadable peer", "pipe", nil, "ip:unknown"},
+		{"IPv6 XFF without port", "10.1.2.3:1234", []string{"2001:db8:7::1"}, "ip:2001:db8:7::/64"},
+		{"bracketed IPv6 XFF", "10.1.2.3:1234", []string{"[2001:db8:8::1]"}, "ip:2001:db8:8::/64"},
+		{"zoned IPv6 peer", "[fe80::1%eth0]:80", nil, "ip:fe80::/64"},
+		{"hostname in XFF is garbage", "10.1.2.3:1234", []string{"example.com"}, "ip:10.1.2.3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

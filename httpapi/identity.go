@@ -3,7 +3,6 @@ package httpapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
@@ -137,27 +136,28 @@ func (h *Handler) trusted(a netip.Addr) bool {
 	return false
 }
 
-// parseAddr parses "1.2.3.4", "1.2.3.4:5", "2001:db8::1", "[2001:db8::1]:5"
-// and drops zones and IPv4-mapping.
+// parseAddr parses "1.2.3.4", "1.2.3.4:5", "2001:db8::1", "[2001:db8::1]"
+// and "[2001:db8::1]:5", and drops zones and IPv4-mapping. It picks the one
+// parser that fits instead of trying them in turn: a failed parse
+// allocates its error, on every request.
 func parseAddr(s string) (netip.Addr, bool) {
 	if s == "" {
 		return netip.Addr{}, false
 	}
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().WithZone(""), true
+	var a netip.Addr
+	var err error
+	switch {
+	case s[0] == '[' && s[len(s)-1] == ']':
+		a, err = netip.ParseAddr(s[1 : len(s)-1])
+	case s[0] == '[' || strings.Count(s, ":") == 1:
+		var ap netip.AddrPort
+		ap, err = netip.ParseAddrPort(s)
+		a = ap.Addr()
+	default:
+		a, err = netip.ParseAddr(s)
 	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap().WithZone(""), true
+	if err != nil {
+		return netip.Addr{}, false
 	}
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		if a, err := netip.ParseAddr(host); err == nil {
-			return a.Unmap().WithZone(""), true
-		}
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a.Unmap().WithZone(""), true
-		}
-	}
-	return netip.Addr{}, false
+	return a.Unmap().WithZone(""), true
 }
