@@ -63,6 +63,8 @@ type Server struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
+
+	out logBuffer // what the server processes printed, for failure reports
 }
 
 // Start finds dynalite, starts it on a free 127.0.0.1 port with its data in
@@ -115,7 +117,7 @@ func (s *Server) Restart() error {
 		return fmt.Errorf("dynalite: stdout: %w", err)
 	}
 	var stderr strings.Builder
-	cmd.Stderr = &limitedWriter{w: &stderr, n: 4096}
+	cmd.Stderr = io.MultiWriter(&limitedWriter{w: &stderr, n: 4096}, &s.out)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("dynalite: start %s: %w", s.bin, err)
 	}
@@ -125,16 +127,19 @@ func (s *Server) Restart() error {
 		sc := bufio.NewScanner(out)
 		signalled := false
 		for sc.Scan() {
+			_, _ = s.out.Write(append(sc.Bytes(), '\n'))
 			if !signalled && strings.HasPrefix(sc.Text(), "Dynalite listening at") {
 				close(ready)
 				signalled = true
 			}
 		}
-		_, _ = io.Copy(io.Discard, out)
+		_, _ = io.Copy(&s.out, out)
 	}()
 	exited := make(chan error, 1)
 	go func() {
-		exited <- cmd.Wait()
+		err := cmd.Wait()
+		fmt.Fprintf(&s.out, "[dynalite pid %d exited: %v]\n", cmd.Process.Pid, err)
+		exited <- err
 		close(done)
 	}()
 	select {
@@ -162,6 +167,35 @@ func (s *Server) Stop() error {
 	<-s.done
 	s.cmd, s.done = nil, nil
 	return nil
+}
+
+// Output returns the last 64 KB the server's processes printed, and how
+// each one ended: for the log of a failed test.
+func (s *Server) Output() string { return s.out.String() }
+
+// logBuffer keeps the last logMax bytes written to it; safe for concurrent
+// use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const logMax = 64 << 10
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > logMax {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-logMax:]...)
+	}
+	return len(p), nil
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }
 
 // limitedWriter keeps the first n bytes written to it.
