@@ -61,7 +61,7 @@ func minute(b int64) kvstore.Slot {
 }
 func day(b int64) kvstore.Slot { return kvstore.Slot{Name: "day", Bucket: b, Length: 24 * time.Hour} }
 
-func mustNew(t *testing.T, api dynamostore.API, opts ...dynamostore.Option) *dynamostore.Store {
+func mustNew(t testing.TB, api dynamostore.API, opts ...dynamostore.Option) *dynamostore.Store {
 	t.Helper()
 	s, err := dynamostore.New(api, "tbl", opts...)
 	if err != nil {
