@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,5 +231,30 @@ func check429(t *testing.T, res events.LambdaFunctionURLResponse) {
 	}
 	if body.Type != httpapi.RateLimitedType || body.Status != 429 || body.Limit != 3 || body.Remaining != 0 || body.Retry <= 0 {
 		t.Errorf("429 body %s", res.Body)
+	}
+}
+
+// TestResponseJSONIsPayload2: the response carries exactly the members of
+// payload format 2.0, which the Function URL format shares.
+func TestResponseJSONIsPayload2(t *testing.T) {
+	res, err := Adapt(http.NotFoundHandler())(context.Background(), event(t, "httpapi-get.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if got, want := strings.Join(keys, " "), "body cookies headers isBase64Encoded statusCode"; got != want {
+		t.Errorf("response members %q, want %q", got, want)
 	}
 }
