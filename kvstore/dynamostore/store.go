@@ -146,6 +146,9 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	if len(counts) != len(conds) {
 		return false, fmt.Errorf("%w: %d counts, %d clauses", ErrLength, len(counts), len(conds))
 	}
+	if len(conds) == 0 {
+		return true, nil // nothing to check or add: no write (it would only set a TTL)
+	}
 	in, err := s.update(id, conds, true)
 	if err != nil {
 		return false, err

@@ -276,14 +276,17 @@ func TestLoadSendsNoRequest(t *testing.T) {
 	}
 }
 
-func TestAddZeroSendsNothing(t *testing.T) {
+func TestNothingToWriteSendsNothing(t *testing.T) {
 	api := &fakeAPI{update: returns(item())}
 	s := mustNew(t, api)
 	if err := s.Add(context.Background(), "k", []kvstore.Slot{minute(b0), day(20406)}, []int64{0, 0}); err != nil {
 		t.Fatal(err)
 	}
+	if ok, err := s.AddIf(context.Background(), "k", nil, nil); !ok || err != nil {
+		t.Errorf("AddIf without clauses = %v, %v; want true, nil", ok, err)
+	}
 	if len(api.updates) != 0 {
-		t.Errorf("%d updates for zero costs, want 0", len(api.updates))
+		t.Errorf("%d updates with nothing to add, want 0", len(api.updates))
 	}
 }
 
