@@ -28,6 +28,11 @@ type options struct {
 	// that shows how far two identical front ends differ on this machine,
 	// the noise floor of every ratio.
 	aa bool
+	// variant splits slidegate's cost: "" (all of it), "headers" (the
+	// proxy with slidegate's five rate-limit headers, fixed, and no
+	// decision), "decision" (the whole decision, headers removed before
+	// the proxy writes the response).
+	variant string
 }
 
 // stats are the measurements of one front end over all its phases.
@@ -120,7 +125,7 @@ func (f *fronts) Close() {
 	}
 }
 
-func setup(nkeys int, aa bool) (*fronts, error) {
+func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	f := &fronts{}
 	body := []byte("ok\n")
 	origin, originURL, err := listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -153,14 +158,28 @@ func setup(nkeys int, aa bool) (*fronts, error) {
 		f.Close()
 		return nil, err
 	}
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(target, quiet), Logger: quiet})
+	var next http.Handler = httpapi.NewProxy(target, quiet)
+	if variant == "decision" {
+		px := next
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			clear(w.Header())
+			px.ServeHTTP(w, r)
+		})
+	}
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: next, Logger: quiet})
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	var front http.Handler = h
-	if aa {
+	switch {
+	case aa:
 		front = httpapi.NewProxy(target, quiet)
+	case variant == "headers":
+		front = staticHeaders(httpapi.NewProxy(target, quiet))
+	case variant != "" && variant != "decision":
+		f.Close()
+		return nil, fmt.Errorf("proxyload: unknown variant %q", variant)
 	}
 	filtered, filteredURL, err := listen(front)
 	if err != nil {
@@ -176,7 +195,7 @@ func measure(ctx context.Context, o options) (*report, error) {
 	if o.conc < 1 || o.rounds < 1 || o.phase <= 0 || o.maxReq < 1 {
 		return nil, errors.New("proxyload: -c, -rounds, -d and -n must be positive")
 	}
-	f, err := setup(o.keys, o.aa)
+	f, err := setup(o.keys, o.aa, o.variant)
 	if err != nil {
 		return nil, err
 	}
@@ -302,8 +321,13 @@ func (r *report) write(w io.Writer) {
 	fmt.Fprintf(w, "proxyload: %d rounds × 2 phases × %s, %d connections, %d API keys, GOMAXPROCS %d, %s\n",
 		r.o.rounds, r.o.phase, r.o.conc, r.o.keys, runtime.GOMAXPROCS(0), runtime.Version())
 	second := "slidegate + same proxy"
-	if r.o.aa {
+	switch {
+	case r.o.aa:
 		second = "bare proxy #2 (A/A run)"
+	case r.o.variant == "headers":
+		second = "proxy + fixed headers only"
+	case r.o.variant == "decision":
+		second = "slidegate, headers dropped"
 	}
 	fmt.Fprintf(w, "%-28s %10s %10s %10s %12s %10s %12s\n", "front end", "p50", "p90", "p99", "req/s", "requests", "CPU/req")
 	for _, row := range []struct {
@@ -335,4 +359,24 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// staticHeaders sets the five rate-limit headers slidegate sends for the
+// bench configuration, with values of the same length, and decides
+// nothing: what the headers alone cost.
+func staticHeaders(next http.Handler) http.Handler {
+	vals := map[string]string{
+		"RateLimit-Policy":      `"ip-second";q=1000000;w=1, "minute";q=6000;w=60, "day";q=1000000;w=86400`,
+		"RateLimit":             `"ip-second";r=999990;t=2, "minute";r=5990;t=51, "day";r=999990;t=57591`,
+		"X-RateLimit-Limit":     "6000",
+		"X-RateLimit-Remaining": "5990",
+		"X-RateLimit-Reset":     "1800000061",
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hd := w.Header()
+		for k, v := range vals {
+			hd.Set(k, v)
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -38,6 +38,19 @@ func TestMeasureSmall(t *testing.T) {
 	}
 }
 
+// TestVariants: each cost-splitting variant serves every request 200.
+func TestVariants(t *testing.T) {
+	for _, v := range []string{"headers", "decision"} {
+		o := options{conc: 2, rounds: 1, phase: 100 * time.Millisecond, maxReq: 50, keys: 5, variant: v}
+		if _, err := measure(context.Background(), o); err != nil {
+			t.Errorf("variant %s: %v", v, err)
+		}
+	}
+	if _, err := measure(context.Background(), options{conc: 1, rounds: 1, phase: time.Millisecond, maxReq: 1, variant: "bogus"}); err == nil {
+		t.Error("unknown variant accepted")
+	}
+}
+
 func TestMedian(t *testing.T) {
 	for _, tt := range []struct {
 		xs   []float64

@@ -29,6 +29,7 @@ func main() {
 	flag.IntVar(&o.maxReq, "n", 2_000_000, "at most this many requests per phase")
 	flag.IntVar(&o.keys, "keys", 1000, "distinct API keys the load uses (0: anonymous clients)")
 	flag.BoolVar(&o.aa, "aa", false, "A/A run: a second bare proxy instead of slidegate (the noise floor)")
+	flag.StringVar(&o.variant, "variant", "", "split the cost: headers (fixed headers, no decision) or decision (headers dropped)")
 	serveFor := flag.Duration("serve", 0, "only start the servers, print their URLs, and stop after this long (for wrk)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	flag.Parse()
@@ -69,7 +70,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // serveOnly starts the servers for an external load generator and keeps
 // them up for d (bounded, so a forgotten run ends by itself).
 func serveOnly(keys int, d time.Duration, out io.Writer) error {
-	f, err := setup(keys, false)
+	f, err := setup(keys, false, "")
 	if err != nil {
 		return err
 	}
