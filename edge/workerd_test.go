@@ -196,6 +196,35 @@ func TestWorkerdPreFilter(t *testing.T) {
 	}
 }
 
+// TestWorkerdClientIP: without an API key the client is its
+// CF-Connecting-IP.
+func TestWorkerdClientIP(t *testing.T) {
+	w := slidegateWorker(t)
+	client := &http.Client{Timeout: 30 * time.Second}
+	send := func(ip string) int {
+		req, _ := http.NewRequest("GET", w.URL+"/v1/ip", nil)
+		req.Header.Set("CF-Connecting-IP", ip)
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for i := range 5 {
+		if got := send("203.0.113.7"); got != http.StatusOK {
+			t.Fatalf("request %d from 203.0.113.7: %d, want 200", i+1, got)
+		}
+	}
+	if got := send("203.0.113.7"); got != http.StatusTooManyRequests {
+		t.Errorf("sixth request from 203.0.113.7: %d, want 429", got)
+	}
+	if got := send("198.51.100.2"); got != http.StatusOK {
+		t.Errorf("first request from 198.51.100.2: %d, want 200", got)
+	}
+}
+
 // debugState reads the Worker's debug route.
 func debugState(t testing.TB, w *workerd.Worker, listPrefix string) debugReport {
 	t.Helper()
@@ -222,8 +251,11 @@ func debugState(t testing.TB, w *workerd.Worker, listPrefix string) debugReport 
 func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 	w := slidegateWorker(t)
 	const clients, limit = 200, 150
-	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}}
+	// workerd runs one Go instance per request on one thread: on a busy
+	// machine 200 of them take a while.
+	client := &http.Client{Timeout: 3 * time.Minute, Transport: &http.Transport{MaxConnsPerHost: 64, MaxIdleConnsPerHost: 64}}
 	statuses := make([]int, clients)
+	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range clients {
@@ -233,6 +265,7 @@ func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 			req.Header.Set("X-API-Key", bulkKey)
 			res, err := client.Do(req)
 			if err != nil {
+				errs[i] = err
 				return
 			}
 			_, _ = io.Copy(io.Discard, res.Body)
@@ -242,6 +275,11 @@ func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("request failed: %v", err)
+		}
+	}
 	admitted, denied := 0, 0
 	for _, s := range statuses {
 		switch s {
