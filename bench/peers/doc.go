@@ -8,6 +8,9 @@
 //     time passed in (a fixed instant in benchmarks);
 //   - slidegate-timenow: the same, reading time.Now() on every request, the
 //     cost a server pays when it takes the time per request;
+//   - slidegate-oneblocked: the same with one unrelated identity blocked, so
+//     that every request probes the deny cache (with no identity blocked the
+//     probe is skipped);
 //   - golimiter: github.com/sethvargo/go-limiter memorystore (reads its clock
 //     internally on every Take);
 //   - ulule: github.com/ulule/limiter/v3 with its memory store (reads

@@ -63,6 +63,7 @@ type Peer struct {
 var All = []Peer{
 	{"slidegate", func(q Quota) (Limiter, error) { return newSlidegate(q, nil) }},
 	{"slidegate-timenow", func(q Quota) (Limiter, error) { return newSlidegate(q, time.Now) }},
+	{"slidegate-oneblocked", newSlidegateOneBlocked},
 	{"golimiter", newGoLimiter},
 	{"ulule", newUlule},
 	{"xrate", newXRate},
@@ -86,6 +87,28 @@ func newSlidegate(q Quota, clock func() time.Time) (Limiter, error) {
 	}
 	l.(*slidegate).clock = clock
 	return l, nil
+}
+
+// newSlidegateOneBlocked is slidegate with one unrelated identity in its
+// deny cache, as in production where some client is nearly always blocked:
+// from then on every check probes the cache.
+func newSlidegateOneBlocked(q Quota) (Limiter, error) {
+	l, err := NewSlidegate(q, limiter.Options{})
+	if err != nil {
+		return nil, err
+	}
+	s := l.(*slidegate)
+	other := []limiter.Rule{{Rule: window.Rule{Name: "other", Limit: 1, Period: time.Hour}}}
+	for i := range 2 {
+		r, err := s.l.Check(context.Background(), q.Now, "k:blocked-elsewhere", other, 1)
+		if err != nil {
+			return nil, fmt.Errorf("peers: block an identity: %w", err)
+		}
+		if got, want := r.Allowed, i == 0; got != want {
+			return nil, fmt.Errorf("peers: block an identity: request %d allowed %t, want %t", i+1, got, want)
+		}
+	}
+	return s, nil
 }
 
 type slidegate struct {
