@@ -1,3 +1,5 @@
+//go:build !(js && wasm)
+
 // Package workerd runs slidegate's Worker (and the baseline Worker) under
 // `wrangler dev` for tests: it builds a Worker with the Makefile's commands,
 // writes a test wrangler.toml, starts workerd on a free 127.0.0.1 port with
