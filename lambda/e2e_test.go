@@ -201,8 +201,11 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	t.Cleanup(origin.Close)
 	rt := newRuntimeAPI(t)
 
-	const storeTimeout = 300 * time.Millisecond
-	cfg := `{"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": "24h"}]}}, "store_timeout": "300ms", "on_store_error": "allow"}`
+	// Generous, so that the first writes to a cold dynalite on a loaded
+	// machine (go test -race ./... runs packages in parallel) are decided
+	// by the store; a stopped store still answers at once (refused).
+	const storeTimeout = time.Second
+	cfg := `{"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": "24h"}]}}, "store_timeout": "1s", "on_store_error": "allow"}`
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
 		"HOME=" + t.TempDir(),
