@@ -409,9 +409,17 @@ func TestListFailures(t *testing.T) {
 	if counts[0] != 3 {
 		t.Errorf("count on a failed list = %d, want the own count 3", counts[0])
 	}
-	// The next Load lists again and succeeds.
+	// The next Load does not wait on KV again: it lists in the background.
+	lists := kv.listCount()
 	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil {
 		t.Errorf("Load after the failure: %v", err)
+	}
+	if got := kv.listCount(); got != lists {
+		t.Errorf("Load after a failed cold list listed %d times in the request, want 0", got-lists)
+	}
+	s.run(s.Now())
+	if got := kv.listCount(); got != lists+1 {
+		t.Errorf("background lists after a failed cold list = %d, want 1", got-lists)
 	}
 	// A background refresh failure keeps the last sum and reports nothing.
 	kv.failList = 1
