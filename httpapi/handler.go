@@ -225,24 +225,6 @@ func (v *verdict) add(res *limiter.Result) {
 	v.cached = v.cached || res.Cached
 }
 
-// settle finishes a verdict: the deciding decision, and, when the limiter
-// call whose decisions start at from denied the request without counting
-// it, the Remaining of that call's rules that would have admitted it (the
-// limiter reports each rule as if it alone decided, cost included).
-// Decisions before from belong to an earlier call that admitted and
-// counted.
-func (v *verdict) settle(deciding window.Decision, from int, cost int64, countDenied bool) {
-	v.deciding = deciding
-	if deciding.Allowed || countDenied {
-		return
-	}
-	for i := from; i < v.n; i++ {
-		if d := &v.ds[i]; d.Allowed {
-			d.Remaining = min(d.Remaining+cost, d.Limit)
-		}
-	}
-}
-
 // decide asks the limiter: ip rules on the IP identity first, then, if they
 // admit, the plan's rules on id. A request the ip rules deny is not counted
 // against the plan. The limiter calls are the only store access and share
@@ -264,7 +246,7 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		}
 		v.add(&res)
 		if !res.Allowed {
-			v.settle(res.Decision, 0, cost, h.countDenied)
+			v.deciding = res.Decision
 			return v
 		}
 	}
@@ -273,9 +255,8 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		v.err = err
 		return v
 	}
-	from := v.n
 	v.add(&res)
-	v.settle(window.Combine(v.ds[:v.n]), from, cost, h.countDenied)
+	v.deciding = window.Combine(v.ds[:v.n])
 	return v
 }
 

@@ -483,7 +483,9 @@ func TestIPLimitsFirst(t *testing.T) {
 	if w.Code != 429 {
 		t.Fatalf("4th free request: %d", w.Code)
 	}
-	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=0;t=88, "day";r=97;t=122388`)
+	// The day rule would admit but counts only the 3 admitted requests: its
+	// reset is when floor(3 × overlap) reaches 0 in the next day bucket.
+	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=0;t=88, "day";r=97;t=115188`)
 	// Next second, another IP with the same key: the plan saw 2 requests.
 	f.clock.t = f.clock.t.Add(time.Second)
 	w = f.do(req{header: pro, remote: "198.51.100.3:1"})

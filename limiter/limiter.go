@@ -210,9 +210,13 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 		}
 		allowed = allowed && ok
 	}
-	if !allowed && l.countDenied {
-		if err := l.punish(ctx, now, id, rules, cost, sc, &res); err != nil {
-			return res, err
+	if !allowed {
+		if l.countDenied {
+			if err := l.punish(ctx, now, id, rules, cost, sc, &res); err != nil {
+				return res, err
+			}
+		} else {
+			uncount(now, rules, cost, sc, &res)
 		}
 	}
 	res.Decision = window.Combine(res.All())
@@ -341,6 +345,19 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		}
 	}
 	return nil
+}
+
+// uncount fixes the decisions of the rules that admitted a request another
+// rule denied: the request was not counted, so their Used, Remaining and
+// ResetAfter are those of the state without it.
+func uncount(now time.Time, rules []Rule, cost int64, sc *scratch, res *Result) {
+	for i, r := range rules {
+		if d := &res.Rules[i]; d.Allowed {
+			d.Used -= cost
+			d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+			d.ResetAfter = r.Wait(now, sc.prev[i], sc.cur[i], 0)
+		}
+	}
 }
 
 // localKept reports whether every local rule admitted, in which case the

@@ -193,6 +193,14 @@ func TestRulesAreChargedTogether(t *testing.T) {
 	if !res.Rules[0].Allowed || res.Rules[1].Allowed {
 		t.Errorf("per-rule = %v/%v, want minute allowed, day denied", res.Rules[0].Allowed, res.Rules[1].Allowed)
 	}
+	// The minute rule alone would have admitted, but nothing was counted:
+	// it reports the state without this request.
+	if got, want := res.Rules[0].Remaining, int64(5); got != want {
+		t.Errorf("minute Remaining = %d, want %d (the denied request is not counted)", got, want)
+	}
+	if got, want := res.Rules[0].Used, int64(5); got != want {
+		t.Errorf("minute Used = %d, want %d", got, want)
+	}
 	if got := load(t, s, "k", minute, later); got != 5 {
 		t.Errorf("minute count = %d, want 5: a request the day rule denied must not charge the minute rule", got)
 	}
