@@ -19,6 +19,16 @@ import (
 // binPath is where npm ci puts dynalite's command, relative to the module root.
 var binPath = filepath.Join("node_modules", ".bin", "dynalite")
 
+// guard runs dynalite's cli.js (process.argv[1]) so that an uncaught
+// exception is printed instead of ending the process: dynalite 4.0.0 throws
+// from a request's 'error' event (index.js, httpHandler), so a client that
+// gives up on a request it has not finished reading (a context deadline)
+// would otherwise kill the server.
+const guard = `process.on('uncaughtException', function (err) {
+  console.error('[harness] dynalite: uncaught exception: ' + (err && (err.code || err.message)))
+})
+require(process.argv[1])`
+
 // readyTimeout bounds how long a start waits for the listening line.
 const readyTimeout = 15 * time.Second
 
@@ -68,8 +78,9 @@ type Server struct {
 }
 
 // Start finds dynalite, starts it on a free 127.0.0.1 port with its data in
-// dir and waits until it listens. A port taken between choosing and binding
-// is retried with another one.
+// dir and waits until it listens. An empty dir keeps the data in memory,
+// which is faster but lost on Stop. A port taken between choosing and
+// binding is retried with another one.
 func Start(dir string) (*Server, error) {
 	bin, err := Find()
 	if err != nil {
@@ -109,9 +120,20 @@ func (s *Server) Restart() error {
 	if s.cmd != nil {
 		return ErrRunning
 	}
-	cmd := exec.Command(s.bin,
-		"--host", "127.0.0.1", "--port", strconv.Itoa(s.port), "--path", s.dir,
-		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0")
+	args := []string{"--host", "127.0.0.1", "--port", strconv.Itoa(s.port),
+		"--createTableMs", "0", "--deleteTableMs", "0", "--updateTableMs", "0"}
+	if s.dir != "" {
+		args = append(args, "--path", s.dir)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		return fmt.Errorf("%w: node: %v", ErrNotFound, err)
+	}
+	cli, err := filepath.EvalSymlinks(s.bin)
+	if err != nil {
+		return fmt.Errorf("dynalite: %w", err)
+	}
+	cmd := exec.Command(node, append([]string{"-e", guard, cli}, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return fmt.Errorf("dynalite: stdout: %w", err)
@@ -238,20 +260,17 @@ func fatalOrSkip(t testing.TB, err error) {
 var shared struct {
 	once sync.Once
 	srv  *Server
-	dir  string
 	err  error
 }
 
-// Shared returns one server for the whole test binary, started on first use.
+// Shared returns one server for the whole test binary, started on first use,
+// with its data in memory.
 // Call StopShared from TestMain after m.Run. When dynalite is missing, t
 // fails if CI is "true" and is skipped otherwise.
 func Shared(t testing.TB) *Server {
 	t.Helper()
 	shared.once.Do(func() {
-		shared.dir, shared.err = os.MkdirTemp("", "dynalite-")
-		if shared.err == nil {
-			shared.srv, shared.err = Start(shared.dir)
-		}
+		shared.srv, shared.err = Start("") // in memory: nothing restarts it
 	})
 	if shared.err != nil {
 		fatalOrSkip(t, shared.err)
@@ -259,12 +278,9 @@ func Shared(t testing.TB) *Server {
 	return shared.srv
 }
 
-// StopShared stops the server Shared started, if any, and removes its data.
+// StopShared stops the server Shared started, if any.
 func StopShared() {
 	if shared.srv != nil {
 		_ = shared.srv.Stop()
-	}
-	if shared.dir != "" {
-		_ = os.RemoveAll(shared.dir)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -26,13 +28,17 @@ const (
 	MaxBackoff  = 20 * time.Millisecond
 )
 
+// LocalIdleTimeout is how long NewClient keeps an idle connection to an
+// endpoint given explicitly (dynalite, DynamoDB Local).
+const LocalIdleTimeout = 4 * time.Second
+
 // NewClient returns a DynamoDB client from the default AWS configuration
 // (environment, shared config, the Lambda role) with bounded retries. A
 // non-empty endpoint (for example dynalite's "http://127.0.0.1:4567")
 // replaces the regional one; for a loopback endpoint without
 // AWS_ACCESS_KEY_ID in the environment it signs with placeholder
 // credentials, which local servers accept, and the region defaults to
-// us-east-1.
+// us-east-1, and idle connections are dropped after LocalIdleTimeout.
 func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
@@ -64,6 +70,12 @@ func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
+			// Local servers close idle connections early (Node's
+			// default keep-alive is 5 s); dropping ours first keeps a
+			// request from meeting a closed one.
+			o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+				tr.IdleConnTimeout = LocalIdleTimeout
+			})
 		}
 	}), nil
 }

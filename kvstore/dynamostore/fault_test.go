@@ -16,8 +16,10 @@ import (
 // returns an error within the store timeout plus a generous margin (the HTTP
 // layer turns it into its on_store_error answer), and after the server comes
 // back the same store recovers by itself, with the counts kept.
+//
+// It does not run in parallel with the load tests of this package: its
+// bounds are about the store, not about a starved scheduler.
 func TestServerOutage(t *testing.T) {
-	t.Parallel()
 	const storeTimeout = 150 * time.Millisecond
 	const margin = 2 * time.Second // scheduling on a loaded machine (-race, parallel packages), not retries
 	srv := dynalite.Run(t)
