@@ -120,7 +120,14 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 	if suite.err != nil {
 		t.Fatal(suite.err)
 	}
-	return suite.worker
+	w := suite.worker
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := w.Log()
+			t.Logf("wrangler dev output (last 4 KiB):\n%s", log[max(len(log)-4096, 0):])
+		}
+	})
+	return w
 }
 
 func randomKey(t *testing.T) string {
