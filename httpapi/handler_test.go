@@ -145,8 +145,9 @@ func TestHeadersExact(t *testing.T) {
 		{200, `"minute";r=0;t=91, "day";r=97;t=115191`, "3", "0", "1800000101", ""},
 		// Denied: a cost of 1 fits again once floor(3×overlap) <= 2, 1 ns
 		// into the next bucket: Retry-After = ceil(50 s + 1 ns) = 51.
-		// day was not counted: still 97 remaining.
-		{429, `"minute";r=0;t=91, "day";r=97;t=122391`, "3", "0", "1800000101", "51"},
+		// day was not counted: still 97 remaining, and the same reset as
+		// after the third request.
+		{429, `"minute";r=0;t=91, "day";r=97;t=115191`, "3", "0", "1800000101", "51"},
 	}
 	for i, s := range steps {
 		w := f.do(req{})

@@ -163,10 +163,11 @@ func TestServeInProcess(t *testing.T) {
 }
 
 // TestServeDynamoDB: two servers on one DynamoDB table (dynalite) share
-// their counters.
+// their counters. The servers read the real clock, so the limit is per day:
+// a minute boundary between the requests would let the last one through.
 func TestServeDynamoDB(t *testing.T) {
 	srv := dynalite.Run(t)
-	args := []string{"--config", "testdata/e2e.json", "--demo-origin", "--store", "dynamodb", "--table", "slidegate-e2e", "--endpoint", srv.Endpoint}
+	args := []string{"--config", "testdata/shared.json", "--demo-origin", "--store", "dynamodb", "--table", "slidegate-e2e", "--endpoint", srv.Endpoint}
 	a, _ := serveInProcess(t, append(args, "--create-table")...)
 	b, _ := serveInProcess(t, args...)
 	for i, base := range []string{a, b, a} {
