@@ -140,7 +140,7 @@ func (c Config) Write(dir string) error {
 type Worker struct {
 	URL     string // http://127.0.0.1:port
 	Dir     string // the directory of its wrangler.toml and build/
-	Persist string // its local KV state
+	Persist string // its local KV state, beside Dir so that wrangler never sees it change
 	cmd     *exec.Cmd
 	log     *syncBuffer
 	done    chan struct{}
@@ -158,8 +158,12 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	persist, err := os.MkdirTemp("", "slidegate-kv-")
+	if err != nil {
+		return nil, fmt.Errorf("workerd: %w", err)
+	}
 	w := &Worker{
-		URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, Persist: filepath.Join(dir, "state"),
+		URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, Persist: persist,
 		log: &syncBuffer{}, done: make(chan struct{}),
 	}
 	w.cmd = exec.Command(wrangler, "dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
@@ -169,6 +173,7 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := w.cmd.Start(); err != nil {
+		os.RemoveAll(persist)
 		return nil, fmt.Errorf("workerd: start wrangler: %w", err)
 	}
 	go func() {
@@ -195,12 +200,13 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	return nil, fmt.Errorf("%w within a minute:\n%s", ErrNotReady, w.Log())
 }
 
-// Stop ends wrangler and workerd (the whole process group) and waits for
-// them.
+// Stop ends wrangler and workerd (the whole process group), waits for them
+// and removes the KV state.
 func (w *Worker) Stop() {
 	if w == nil || w.cmd.Process == nil {
 		return
 	}
+	defer os.RemoveAll(w.Persist)
 	pgid := w.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
