@@ -25,6 +25,7 @@ type denyCache struct {
 }
 
 type denyShard struct {
+	n  atomic.Int32 // len(m): lets a probe of an empty shard skip the lock
 	mu sync.Mutex
 	m  map[string]*denial
 }
@@ -63,6 +64,9 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, r
 		return false
 	}
 	sh := c.shard(id)
+	if sh.n.Load() == 0 {
+		return false
+	}
 	sh.mu.Lock()
 	d := sh.m[id]
 	if d == nil {
@@ -71,6 +75,7 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, r
 	}
 	if now.UnixNano() >= d.until || !d.matches(rules) {
 		delete(sh.m, id)
+		sh.n.Add(-1)
 		c.size.Add(-1)
 		sh.mu.Unlock()
 		return false
@@ -124,6 +129,7 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, sc *scratch
 		if len(sh.m) >= c.perMap {
 			for k, old := range sh.m { // evict one at random: map order is random
 				delete(sh.m, k)
+				sh.n.Add(-1)
 				c.size.Add(-1)
 				d = old
 				break
@@ -133,6 +139,7 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, sc *scratch
 			d = new(denial)
 		}
 		sh.m[strings.Clone(id)] = d
+		sh.n.Add(1)
 		c.size.Add(1)
 	}
 	d.until = now.UnixNano() + int64(until)

@@ -113,8 +113,9 @@ type scratch struct {
 	conds  [2 * MaxRules]kvstore.Cond
 	costs  [MaxRules]int64
 	// prev and cur are the counts each rule was decided on, before this
-	// request's cost.
+	// request's cost; pos is now's place among each rule's buckets.
 	prev, cur [MaxRules]int64
+	pos       [MaxRules]window.Pos
 
 	// The request Admit decides, while a kvstore.Updater holds its lock.
 	now   time.Time
@@ -127,7 +128,7 @@ type scratch struct {
 func (sc *scratch) Admit(counts []int64) bool {
 	for k, i := range sc.idx[:sc.n] {
 		r := &sc.rules[i]
-		if r.Estimate(sc.now, counts[2*k], counts[2*k+1]) > r.Limit-sc.cost {
+		if r.EstimateAt(sc.pos[i], counts[2*k], counts[2*k+1]) > r.Limit-sc.cost {
 			return false
 		}
 	}
@@ -162,24 +163,33 @@ func New(o Options) *Limiter {
 // denial is a Result with Allowed false, never an error.
 func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (Result, error) {
 	var res Result
+	err := l.CheckInto(ctx, now, id, rules, cost, &res)
+	return res, err
+}
+
+// CheckInto is Check writing into *res, for callers that keep a Result
+// around: a Result is some 660 bytes, and copying it is a measurable share
+// of a check.
+func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	res.Decision, res.N, res.Cached = window.Decision{}, 0, false
 	if len(rules) == 0 || len(rules) > MaxRules {
-		return res, ErrRules
+		return ErrRules
 	}
 	if cost < 0 {
-		return res, ErrCost
+		return ErrCost
 	}
 	hasLocal, hasShared := false, false
 	for _, r := range rules {
 		if r.Limit <= 0 || r.Period <= 0 {
-			return res, fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
+			return fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
 		}
 		hasLocal = hasLocal || r.Local
 		hasShared = hasShared || !r.Local
 	}
 	now = l.clock(now)
 	res.N = len(rules)
-	if l.deny != nil && l.deny.answer(id, now, rules, cost, &res) {
-		return res, nil
+	if l.deny != nil && l.deny.answer(id, now, rules, cost, res) {
+		return nil
 	}
 
 	sc := l.pool.Get().(*scratch)
@@ -188,19 +198,19 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 	allowed := true
 	var err error
 	if hasLocal {
-		allowed, err = l.group(ctx, l.local, now, id, rules, true, cost, true, sc, &res)
+		allowed, err = l.group(ctx, l.local, now, id, rules, true, cost, true, sc, res)
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
 	if hasShared {
 		var ok bool
-		ok, err = l.group(ctx, l.shared, now, id, rules, false, cost, allowed, sc, &res)
+		ok, err = l.group(ctx, l.shared, now, id, rules, false, cost, allowed, sc, res)
 		if err != nil {
 			if hasLocal && allowed {
 				l.undo(ctx, now, id, rules, true, cost, sc)
 			}
-			return res, err
+			return err
 		}
 		if allowed && !ok && hasLocal {
 			allowed = false
@@ -212,18 +222,18 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 	}
 	if !allowed {
 		if l.countDenied {
-			if err := l.punish(ctx, now, id, rules, cost, sc, &res); err != nil {
-				return res, err
+			if err := l.punish(ctx, now, id, rules, cost, sc, res); err != nil {
+				return err
 			}
 		} else {
-			uncount(now, rules, cost, sc, &res)
+			uncount(now, rules, cost, sc, res)
 		}
 	}
 	res.Decision = window.Combine(res.All())
 	if !res.Allowed && l.deny != nil {
 		l.deny.remember(id, now, rules, sc)
 	}
-	return res, nil
+	return nil
 }
 
 // group decides the rules of one scope against a store. When admit is false
@@ -235,10 +245,11 @@ func (l *Limiter) group(ctx context.Context, st stores, now time.Time, id string
 		if r.Local != local {
 			continue
 		}
-		b := window.Index(now, r.Period)
+		pos := r.At(now)
+		sc.pos[i] = pos
 		sc.idx[n] = i
-		sc.slots[2*n] = kvstore.Slot{Name: r.Name, Bucket: b - 1, Length: r.Period}
-		sc.slots[2*n+1] = kvstore.Slot{Name: r.Name, Bucket: b, Length: r.Period}
+		sc.slots[2*n] = kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period}
+		sc.slots[2*n+1] = kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 		sc.costs[2*n], sc.costs[2*n+1] = 0, cost
 		n++
 	}
@@ -252,7 +263,7 @@ func (l *Limiter) group(ctx context.Context, st stores, now time.Time, id string
 	for k, i := range sc.idx[:n] {
 		// counts are as decided on: before this request's cost.
 		sc.prev[i], sc.cur[i] = counts[2*k], counts[2*k+1]
-		res.Rules[i] = rules[i].Decide(now, sc.prev[i], sc.cur[i], cost)
+		res.Rules[i] = rules[i].DecideAt(sc.pos[i], sc.prev[i], sc.cur[i], cost)
 	}
 	return ok, nil
 }
@@ -289,7 +300,7 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		for k, i := range sc.idx[:sc.n] {
 			r := &sc.rules[i]
 			sc.conds[2*k] = kvstore.Cond{Slot: slots[2*k], Max: counts[2*k]}
-			sc.conds[2*k+1] = kvstore.Cond{Slot: slots[2*k+1], Max: r.Limit - r.Weighted(sc.now, counts[2*k]) - sc.cost, Add: sc.cost}
+			sc.conds[2*k+1] = kvstore.Cond{Slot: slots[2*k+1], Max: r.Limit - r.WeightedAt(sc.pos[i], counts[2*k]) - sc.cost, Add: sc.cost}
 		}
 		applied, err := st.cond.AddIf(ctx, id, sc.conds[:len(slots)], counts)
 		if err != nil {

@@ -463,3 +463,17 @@ func TestAdmittedPathAllocatesNothing(t *testing.T) {
 		t.Errorf("admitted Check allocates %.1f times, want 0", allocs)
 	}
 }
+
+func TestCheckIntoReusesResult(t *testing.T) {
+	l := New(Options{Store: &counting{Conditional: memstore.New(), fail: errors.New("down")}})
+	ok := New(Options{})
+	var res Result
+	if err := ok.CheckInto(ctx, t0, "k", []Rule{minute, day}, 1, &res); err != nil || !res.Allowed || res.N != 2 {
+		t.Fatalf("first: %+v, %v", res.Decision, err)
+	}
+	// A failed check into the same Result must not leave the earlier
+	// admission readable.
+	if err := l.CheckInto(ctx, t0, "k", []Rule{minute}, 1, &res); err == nil || res.Allowed {
+		t.Errorf("after a store error: allowed=%v err=%v, want not allowed and an error", res.Allowed, err)
+	}
+}

@@ -123,7 +123,8 @@ func (s *slidegate) Allow(ctx context.Context, key string) (bool, error) {
 	if s.clock != nil {
 		now = s.clock()
 	}
-	r, err := s.l.Check(ctx, now, key, s.rules, 1)
+	var r limiter.Result
+	err := s.l.CheckInto(ctx, now, key, s.rules, 1, &r)
 	return r.Allowed, err
 }
 
