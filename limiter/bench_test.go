@@ -77,3 +77,12 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkNew is what a Worker request pays to build its limiter: the stock
+// shim starts a fresh Go instance per request.
+func BenchmarkNew(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		New(Options{})
+	}
+}

@@ -46,11 +46,8 @@ func newDenyCache(size int) *denyCache {
 	if size <= 0 {
 		size = 1 << 16
 	}
-	c := &denyCache{seed: maphash.MakeSeed(), perMap: max(size/denyShards, 1)}
-	for i := range c.shards {
-		c.shards[i].m = make(map[string]*denial)
-	}
-	return c
+	// Shards make their maps on first use: most limiters never deny.
+	return &denyCache{seed: maphash.MakeSeed(), perMap: max(size/denyShards, 1)}
 }
 
 func (c *denyCache) shard(id string) *denyShard {
@@ -137,6 +134,9 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, sc *scratch
 		}
 		if d == nil {
 			d = new(denial)
+		}
+		if sh.m == nil {
+			sh.m = make(map[string]*denial)
 		}
 		sh.m[strings.Clone(id)] = d
 		sh.n.Add(1)

@@ -138,13 +138,12 @@ func (sc *scratch) Admit(counts []int64) bool {
 // New returns a Limiter.
 func New(o Options) *Limiter {
 	l := &Limiter{countDenied: o.CountDenied}
-	var shared kvstore.Store = memstore.New()
-	if o.Store != nil {
-		shared = o.Store
+	var shared, local kvstore.Store = o.Store, o.Local
+	if o.Store == nil {
+		shared = memstore.New()
 	}
-	var local kvstore.Store = memstore.New()
-	if o.Local != nil {
-		local = o.Local
+	if o.Local == nil {
+		local = memstore.New()
 	}
 	l.shared, l.local = newStores(shared), newStores(local)
 	if !o.DisableDenyCache && !o.CountDenied {

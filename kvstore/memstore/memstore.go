@@ -57,13 +57,10 @@ type cell struct {
 	count  int64
 }
 
-// New returns an empty Store.
+// New returns an empty Store. Shards make their maps on first write, so a
+// Store costs little to create (the Worker creates one per request).
 func New() *Store {
-	s := &Store{seed: maphash.MakeSeed()}
-	for i := range s.shards {
-		s.shards[i].m = make(map[string]*entry)
-	}
-	return s
+	return &Store{seed: maphash.MakeSeed()}
 }
 
 func (s *Store) shard(id string) *shard {
@@ -169,6 +166,9 @@ func (s *Store) Len() int {
 func (sh *shard) entry(id string) *entry {
 	e := sh.m[id]
 	if e == nil {
+		if sh.m == nil {
+			sh.m = make(map[string]*entry)
+		}
 		e = &entry{}
 		sh.m[strings.Clone(id)] = e
 	}
