@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/edge/internal/workerd"
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 // The measurements of docs/edge.md, in workerd under wrangler dev:
@@ -41,12 +42,12 @@ const latencyConfig = `{"plans": {"free": {"limits": [{"name": "minute", "limit"
 
 func benchWorkers(b *testing.B) (baseline, sg *workerd.Worker) {
 	b.Helper()
-	root, err := workerd.Root()
+	root, err := testenv.Root()
 	if err != nil {
 		b.Fatal(err)
 	}
-	wrangler, err := workerd.Wrangler(root)
-	workerd.Require(b, err)
+	wrangler, err := workerd.Wrangler()
+	testenv.Require(b, err)
 	bench.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()

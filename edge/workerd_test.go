@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/edge/internal/workerd"
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 // These tests run the Worker in workerd through `wrangler dev`, built once
@@ -90,12 +91,12 @@ func TestMain(m *testing.M) {
 // origin the first time a test asks for it.
 func slidegateWorker(t testing.TB) *workerd.Worker {
 	t.Helper()
-	root, err := workerd.Root()
+	root, err := testenv.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrangler, err := workerd.Wrangler(root)
-	workerd.Require(t, err)
+	wrangler, err := workerd.Wrangler()
+	testenv.Require(t, err)
 	suite.once.Do(func() {
 		suite.root, suite.wrangler = root, wrangler
 		suite.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,12 +12,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/dynalite"
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -74,32 +74,14 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for the server goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 var listening = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 
 // serveInProcess runs `slidegate serve args...` on 127.0.0.1:0 until the
 // test ends, and returns its base URL.
-func serveInProcess(t *testing.T, args ...string) (base string, out *syncBuffer) {
+func serveInProcess(t *testing.T, args ...string) (base string, out *testenv.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out = &syncBuffer{}
+	out = &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, io.Discard)
@@ -143,7 +125,7 @@ func status(t *testing.T, url string) int {
 
 // TestServeInProcess runs serve until its context is cancelled.
 func TestServeInProcess(t *testing.T) {
-	var out *syncBuffer
+	var out *testenv.Buffer
 	t.Run("serve", func(t *testing.T) {
 		var base string
 		base, out = serveInProcess(t, "--config", "testdata/e2e.json", "--demo-origin")
@@ -198,7 +180,7 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -14,10 +12,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// binPath is where npm ci puts dynalite's command, relative to the module root.
-var binPath = filepath.Join("node_modules", ".bin", "dynalite")
+	"github.com/slidegate/slidegate/internal/testenv"
+)
 
 // guard runs dynalite's cli.js (process.argv[1]) so that an uncaught
 // exception is printed instead of ending the process: dynalite 4.0.0 throws
@@ -29,6 +26,9 @@ const guard = `process.on('uncaughtException', function (err) {
 })
 require(process.argv[1])`
 
+// logMax bounds the server output kept for failure reports.
+const logMax = 64 << 10
+
 // readyTimeout bounds how long a start waits for the listening line.
 const readyTimeout = 15 * time.Second
 
@@ -39,25 +39,14 @@ var (
 	ErrStopped  = errors.New("dynalite: server not running")
 )
 
-// Find returns the path of node_modules/.bin/dynalite in the working
-// directory or the nearest directory above it that has one (tests run in
-// their package's directory; the module root holds node_modules).
+// Find returns the path of the repository's pinned dynalite
+// (node_modules/.bin/dynalite at the module root).
 func Find() (string, error) {
-	dir, err := os.Getwd()
+	p, err := testenv.Bin("dynalite")
 	if err != nil {
-		return "", fmt.Errorf("dynalite: working directory: %w", err)
+		return "", fmt.Errorf("%w: %v", ErrNotFound, err)
 	}
-	for {
-		p := filepath.Join(dir, binPath)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
-			return p, nil
-		}
-		up := filepath.Dir(dir)
-		if up == dir {
-			return "", ErrNotFound
-		}
-		dir = up
-	}
+	return p, nil
 }
 
 // Server is one dynalite process. Its methods are safe for concurrent use.
@@ -74,7 +63,7 @@ type Server struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 
-	out logBuffer // what the server processes printed, for failure reports
+	out testenv.Buffer // what the server processes printed, for failure reports
 }
 
 // Start finds dynalite, starts it on a free 127.0.0.1 port with its data in
@@ -87,11 +76,11 @@ func Start(dir string) (*Server, error) {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		port, err := freePort()
+		port, err := testenv.FreePort()
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port, dir: dir}
+		s := &Server{Endpoint: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, port: port, dir: dir, out: testenv.Buffer{Max: logMax}}
 		err = s.Restart()
 		if err == nil {
 			return s, nil
@@ -100,16 +89,6 @@ func Start(dir string) (*Server, error) {
 			return nil, err
 		}
 	}
-}
-
-// freePort asks the kernel for a port that is free now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("dynalite: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Restart starts the server again on its port and data directory after Stop
@@ -195,31 +174,6 @@ func (s *Server) Stop() error {
 // each one ended: for the log of a failed test.
 func (s *Server) Output() string { return s.out.String() }
 
-// logBuffer keeps the last logMax bytes written to it; safe for concurrent
-// use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-const logMax = 64 << 10
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if len(b.buf) > logMax {
-		b.buf = append(b.buf[:0], b.buf[len(b.buf)-logMax:]...)
-	}
-	return len(p), nil
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
 // limitedWriter keeps the first n bytes written to it.
 type limitedWriter struct {
 	w io.Writer
@@ -250,8 +204,8 @@ func Run(t testing.TB) *Server {
 
 func fatalOrSkip(t testing.TB, err error) {
 	t.Helper()
-	if errors.Is(err, ErrNotFound) && os.Getenv("CI") != "true" {
-		t.Skipf("%v; skipping outside CI", err)
+	if errors.Is(err, ErrNotFound) {
+		testenv.Require(t, err) // fails under CI=true, skips elsewhere
 	}
 	t.Fatal(err)
 }

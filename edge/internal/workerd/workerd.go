@@ -6,7 +6,7 @@
 // its KV persisted to a temporary directory, and stops it afterwards.
 //
 // The tests that use it need the pinned wrangler (npm ci). Without it they
-// fail when CI=true and skip otherwise (Require).
+// fail when CI=true and skip otherwise (testenv.Require).
 package workerd
 
 import (
@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,70 +21,20 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 // Errors of the harness.
 var (
-	ErrNoWrangler = errors.New("workerd: wrangler is not installed (run npm ci)")
-	ErrNotReady   = errors.New("workerd: wrangler dev did not become ready")
-	ErrNoSize     = errors.New("workerd: wrangler printed no upload size")
+	ErrNotReady = errors.New("workerd: wrangler dev did not become ready")
+	ErrNoSize   = errors.New("workerd: wrangler printed no upload size")
 )
 
-// Root returns the repository root: the nearest directory above the working
-// directory that holds go.mod and package.json.
-func Root() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("workerd: %w", err)
-	}
-	for {
-		if isFile(filepath.Join(dir, "go.mod")) && isFile(filepath.Join(dir, "package.json")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("workerd: no repository root above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func isFile(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
-}
-
 // Wrangler returns the path of the repository's pinned wrangler.
-func Wrangler(root string) (string, error) {
-	p := filepath.Join(root, "node_modules", ".bin", "wrangler")
-	if !isFile(p) {
-		return "", ErrNoWrangler
-	}
-	return p, nil
-}
-
-// Skipper is the part of testing.TB that Require uses.
-type Skipper interface {
-	Helper()
-	Fatalf(format string, args ...any)
-	Skipf(format string, args ...any)
-}
-
-// Require reports a missing component: a failure when CI=true (CI must run
-// every integration test), a skip with the reason otherwise.
-func Require(t Skipper, err error) {
-	t.Helper()
-	if err == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%v (CI=true: integration tests must run)", err)
-	}
-	t.Skipf("%v", err)
-}
+func Wrangler() (string, error) { return testenv.Bin("wrangler") }
 
 // Build builds the Worker in package pkg (relative to root, "./edge") into
 // dir/build with the commands of `make build-edge`: the syumai assets in Go
@@ -142,7 +91,7 @@ type Worker struct {
 	Dir     string // the directory of its wrangler.toml and build/
 	Persist string // its local KV state, beside Dir so that wrangler never sees it change
 	cmd     *exec.Cmd
-	log     *syncBuffer
+	log     *testenv.Buffer
 	done    chan struct{}
 }
 
@@ -150,11 +99,11 @@ type Worker struct {
 // free 127.0.0.1 ports and waits, at most a minute, until GET readyPath
 // answers.
 func Start(wrangler, dir, readyPath string) (*Worker, error) {
-	port, err := freePort()
+	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	inspector, err := freePort()
+	inspector, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +113,7 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	}
 	w := &Worker{
 		URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, Persist: persist,
-		log: &syncBuffer{}, done: make(chan struct{}),
+		log: &testenv.Buffer{Max: 1 << 20}, done: make(chan struct{}),
 	}
 	w.cmd = exec.Command(wrangler, "dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--inspector-port", strconv.Itoa(inspector), "--persist-to", w.Persist, "--show-interactive-dev-session=false")
@@ -254,31 +203,4 @@ func DryRun(ctx context.Context, wrangler, dir, outdir string) (raw, gz int64, e
 	}
 	kib := func(b []byte) int64 { f, _ := strconv.ParseFloat(string(b), 64); return int64(f * 1024) }
 	return kib(m[1]), kib(m[2]), nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("workerd: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the two writers of a process.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
