@@ -262,7 +262,7 @@ func (l *Limiter) group(ctx context.Context, st stores, now time.Time, id string
 	for k, i := range sc.idx[:n] {
 		// counts are as decided on: before this request's cost.
 		sc.prev[i], sc.cur[i] = counts[2*k], counts[2*k+1]
-		res.Rules[i] = rules[i].DecideAt(sc.pos[i], sc.prev[i], sc.cur[i], cost)
+		res.Rules[i] = rules[i].Decide(now, sc.prev[i], sc.cur[i], cost)
 	}
 	return ok, nil
 }
