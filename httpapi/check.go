@@ -168,10 +168,11 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 	}
 	var hash [64]byte
 	hashKey(req.Key, &hash)
-	id := keyIdentity(&hash)
-	p := h.defPlan
-	if kp, ok := h.keys[string(hash[:])]; ok {
-		p = kp
+	id, p := "", h.defPlan
+	if k, ok := h.keys[string(hash[:])]; ok {
+		id, p = k.id, k.plan
+	} else {
+		id = keyIdentity(&hash)
 	}
 	if req.Plan != "" {
 		var ok bool
@@ -191,11 +192,14 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.now()
-	v := h.decide(r.Context(), now, "", nil, id, p, cost)
+	v := verdicts.Get().(*verdict)
+	defer verdicts.Put(v)
+	v.reset()
+	h.decide(r.Context(), now, "", nil, id, p, cost, v)
 	if v.err != nil {
-		h.storeError(w, r, v.err, id, p, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if h.storeError(w, r, v.err, id, p) {
 			writeJSON(w, http.StatusOK, "application/json", checkResponse{Allowed: true, Plan: p.name, Rules: []checkRule{}, StoreError: true})
-		}))
+		}
 		return
 	}
 	setHeaders(w.Header(), p.planPolicy, p.planItems, v.ds[:v.n], v.deciding, now)
@@ -222,7 +226,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if !d.Allowed {
-		h.logDenied(r, id, p, cost, &v)
+		h.logDenied(r, id, p, cost, v)
 		if h.shadow {
 			resp.Allowed, resp.ShadowDenied, resp.RetryAfterMS = true, true, 0
 			w.Header().Del(hRetry)

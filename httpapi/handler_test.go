@@ -708,3 +708,49 @@ func TestClockBackwards(t *testing.T) {
 		t.Errorf("a clock step back reopened the window: %d", w.Code)
 	}
 }
+
+// idStore records the identities a limiter asks it about and counts nothing.
+type idStore struct{ ids []string }
+
+func (s *idStore) Load(_ context.Context, id string, _ []kvstore.Slot, counts []int64) error {
+	s.ids = append(s.ids, id)
+	clear(counts)
+	return nil
+}
+
+func (s *idStore) Add(_ context.Context, id string, _ []kvstore.Slot, _ []int64) error {
+	s.ids = append(s.ids, id)
+	return nil
+}
+
+// TestKeyIdentities: a configured key (whose identity New builds once) and
+// an unknown key reach the store as "k:" and the SHA-256 hex of the key,
+// from the pre-filter and from the check API alike.
+func TestKeyIdentities(t *testing.T) {
+	for _, key := range []string{proKey, "unknown-key"} {
+		for _, api := range []string{"pre-filter", "check"} {
+			t.Run(api+"/"+key, func(t *testing.T) {
+				st := &idStore{}
+				f := newFixture(t, testConfig(t, nil), func(o *Options) { o.Store = st })
+				var w *httptest.ResponseRecorder
+				if api == "check" {
+					w = f.do(req{method: http.MethodPost, path: CheckPath, body: `{"key":"` + key + `"}`})
+				} else {
+					w = f.do(req{header: map[string]string{"X-API-Key": key}})
+				}
+				if w.Code != http.StatusOK {
+					t.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+				want := "k:" + HashKey(key)
+				if len(st.ids) == 0 {
+					t.Fatal("the store was not asked")
+				}
+				for _, id := range st.ids {
+					if id != want {
+						t.Errorf("store identity %q, want %q", id, want)
+					}
+				}
+			})
+		}
+	}
+}

@@ -9,7 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -33,6 +36,10 @@ type options struct {
 	// decision), "decision" (the whole decision, headers removed before
 	// the proxy writes the response).
 	variant string
+	// profileDir, when set, receives a CPU profile of every measured
+	// phase, named <front end>.<round>.<requests>.pprof, so that the two
+	// front ends compare per request with the GC and the runtime included.
+	profileDir string
 }
 
 // stats are the measurements of one front end over all its phases.
@@ -101,13 +108,18 @@ func benchConfig(keys []string) (*config.Config, error) {
 	return c, nil
 }
 
-func listen(h http.Handler) (*http.Server, string, error) {
+// listen serves h on a free loopback port. The serving goroutine carries
+// the profiler label server=name, which every connection goroutine (and
+// the proxy's transport goroutines they start) inherits: a CPU profile of
+// the process splits by front end (pprof -tagfocus server=slidegate)
+// without any work per request.
+func listen(name string, h http.Handler) (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, "", err
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
+	go pprof.Do(context.Background(), pprof.Labels("server", name), func(context.Context) { _ = srv.Serve(ln) })
 	return srv, "http://" + ln.Addr().String(), nil
 }
 
@@ -128,7 +140,7 @@ func (f *fronts) Close() {
 func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	f := &fronts{}
 	body := []byte("ok\n")
-	origin, originURL, err := listen(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	origin, originURL, err := listen("origin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write(body)
 	}))
@@ -140,7 +152,7 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	target, _ := url.Parse(originURL)
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
-	bare, bareURL, err := listen(httpapi.NewProxy(target, quiet))
+	bare, bareURL, err := listen("bare", httpapi.NewProxy(target, quiet))
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -181,7 +193,7 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 		f.Close()
 		return nil, fmt.Errorf("proxyload: unknown variant %q", variant)
 	}
-	filtered, filteredURL, err := listen(front)
+	filtered, filteredURL, err := listen("slidegate", front)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -233,9 +245,16 @@ func measure(ctx context.Context, o options) (*report, error) {
 			if p.s == &rep.filtered {
 				rs = &round[1]
 			}
+			stop, err := phaseProfile(o.profileDir, p.s == &rep.filtered, r)
+			if err != nil {
+				return nil, err
+			}
 			c0 := cpuTime()
 			n, err := phase(ctx, client, p.url, keys, o, rs)
 			rs.cpu = cpuTime() - c0
+			if perr := stop(rs.requests); err == nil {
+				err = perr
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -265,8 +284,40 @@ func measure(ctx context.Context, o options) (*report, error) {
 	return rep, nil
 }
 
+// phaseProfile starts a CPU profile of one phase in dir (nothing when dir
+// is empty); the returned function stops it and renames the file to carry
+// the phase's request count: <front end>.<round>.<requests>.pprof.
+func phaseProfile(dir string, filtered bool, round int) (func(requests int) error, error) {
+	if dir == "" {
+		return func(int) error { return nil }, nil
+	}
+	name := "bare"
+	if filtered {
+		name = "slidegate"
+	}
+	tmp := filepath.Join(dir, fmt.Sprintf("%s.%d.pprof.tmp", name, round))
+	f, err := os.Create(tmp)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("proxyload: -phaseprofile: %w", err)
+	}
+	return func(requests int) error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return os.Rename(tmp, filepath.Join(dir, fmt.Sprintf("%s.%d.%d.pprof", name, round, requests)))
+	}, nil
+}
+
 // phase drives one front end with o.conc closed-loop workers for o.phase
-// (or o.maxReq requests), adding to s, and returns the 429s it saw.
+// (or o.maxReq requests), adding to s, and returns the 429s it saw. The
+// workers carry the profiler label client=<base URL>, and so do the client
+// connections they dial: a -cpuprofile splits the generator's own CPU by
+// front end.
 func phase(ctx context.Context, client *http.Client, base string, keys []string, o options, s *stats) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.phase)
 	defer cancel()
@@ -274,9 +325,10 @@ func phase(ctx context.Context, client *http.Client, base string, keys []string,
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
+	labels := pprof.Labels("client", base)
 	for w := range o.conc {
 		wg.Add(1)
-		go func() {
+		go pprof.Do(ctx, labels, func(ctx context.Context) {
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 4096)
 			var errs, non200 int
@@ -309,7 +361,7 @@ func phase(ctx context.Context, client *http.Client, base string, keys []string,
 			s.errors += errs
 			s.non200 += non200
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	s.elapsed += time.Since(start)
@@ -343,6 +395,17 @@ func (r *report) write(w io.Writer) {
 		len(r.rpsRatio), 100*(median(r.p50Ratio)-1), median(r.rpsRatio), 100*(1-median(r.rpsRatio)))
 	fmt.Fprintf(w, "median of %d rounds: CPU per request %+.1f %% (process CPU time / requests: generator + front end + origin)\n",
 		len(r.cpuRatio), 100*(median(r.cpuRatio)-1))
+	// The per-round ratios, so that several runs can be pooled.
+	for _, row := range []struct {
+		name string
+		xs   []float64
+	}{{"p50", r.p50Ratio}, {"req/s", r.rpsRatio}, {"CPU/req", r.cpuRatio}} {
+		fmt.Fprintf(w, "per round %s ratio:", row.name)
+		for _, x := range row.xs {
+			fmt.Fprintf(w, " %.3f", x)
+		}
+		fmt.Fprintln(w)
+	}
 }
 
 func round(d time.Duration) string {

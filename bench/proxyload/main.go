@@ -13,9 +13,13 @@ package main
 
 import (
 	"context"
+	_ "expvar" // /debug/vars on the -pprof listener
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // /debug/pprof on the -pprof listener
 	"os"
 	"runtime/pprof"
 	"time"
@@ -32,7 +36,13 @@ func main() {
 	flag.StringVar(&o.variant, "variant", "", "split the cost: headers (fixed headers, no decision) or decision (headers dropped)")
 	serveFor := flag.Duration("serve", 0, "only start the servers, print their URLs, and stop after this long (for wrk)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
+	flag.StringVar(&o.profileDir, "phaseprofile", "", "write a CPU profile of every measured phase into `DIR` (not with -cpuprofile)")
+	pprofAddr := flag.String("pprof", "", "with -serve: serve net/http/pprof and expvar on `ADDR` (127.0.0.1 only), to profile the servers under wrk")
 	flag.Parse()
+	if *cpuprofile != "" && o.profileDir != "" {
+		fmt.Fprintln(os.Stderr, "proxyload: -cpuprofile and -phaseprofile exclude each other")
+		os.Exit(2)
+	}
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err == nil {
@@ -45,7 +55,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if *serveFor > 0 {
-		if err := serveOnly(o.keys, *serveFor, os.Stdout); err != nil {
+		if err := serveOnly(o.keys, *serveFor, *pprofAddr, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "proxyload:", err)
 			os.Exit(1)
 		}
@@ -69,12 +79,28 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 // serveOnly starts the servers for an external load generator and keeps
 // them up for d (bounded, so a forgotten run ends by itself).
-func serveOnly(keys int, d time.Duration, out io.Writer) error {
+func serveOnly(keys int, d time.Duration, pprofAddr string, out io.Writer) error {
 	f, err := setup(keys, false, "")
 	if err != nil {
 		return err
 	}
 	defer f.Close()
+	if pprofAddr != "" {
+		// The side listener is the default mux: net/http/pprof and expvar
+		// (memstats, for allocations per request) register on it.
+		ln, err := net.Listen("tcp", pprofAddr)
+		if err != nil {
+			return err
+		}
+		if a, ok := ln.Addr().(*net.TCPAddr); !ok || !a.IP.IsLoopback() {
+			ln.Close()
+			return fmt.Errorf("proxyload: -pprof %s: not a loopback address", pprofAddr)
+		}
+		srv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		fmt.Fprintf(out, "pprof http://%s/debug/pprof/\n", ln.Addr())
+	}
 	fmt.Fprintf(out, "origin %s\nbare %s\nslidegate %s\n", f.origin, f.bare, f.filtered)
 	time.Sleep(d)
 	return nil
