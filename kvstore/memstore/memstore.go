@@ -38,7 +38,7 @@ type Store struct {
 
 type shard struct {
 	mu        sync.Mutex
-	m         map[string]*entry
+	m         map[uint64]*entry // by maphash of the identity; collisions chain
 	now       int64 // latest bucket start seen, Unix nanoseconds
 	nextSweep int64
 	_         [32]byte // keep shards on separate cache lines
@@ -47,6 +47,8 @@ type shard struct {
 // entry holds every counter of one identity, so that all of its rules are
 // decided under one lock. An identity has few rules: a slice beats a map.
 type entry struct {
+	id    string
+	next  *entry // another identity with the same 64-bit hash
 	cells []cell
 }
 
@@ -63,15 +65,28 @@ func New() *Store {
 	return &Store{seed: maphash.MakeSeed()}
 }
 
-func (s *Store) shard(id string) *shard {
-	return &s.shards[maphash.String(s.seed, id)&(shardCount-1)]
+// shard returns the shard of id and id's hash: hashed once, the value
+// picks the shard and keys the shard's map.
+func (s *Store) shard(id string) (*shard, uint64) {
+	h := maphash.String(s.seed, id)
+	return &s.shards[h&(shardCount-1)], h
+}
+
+// find returns the entry of id, or nil.
+func (sh *shard) find(id string, h uint64) *entry {
+	for e := sh.m[h]; e != nil; e = e.next {
+		if e.id == id {
+			return e
+		}
+	}
+	return nil
 }
 
 // Load implements kvstore.Store. It never fails.
 func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
-	sh := s.shard(id)
+	sh, h := s.shard(id)
 	sh.mu.Lock()
-	e := sh.m[id]
+	e := sh.find(id, h)
 	for i, sl := range slots {
 		counts[i] = e.count(sl)
 	}
@@ -81,9 +96,9 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 
 // Add implements kvstore.Store. It never fails.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
-	sh := s.shard(id)
+	sh, h := s.shard(id)
 	sh.mu.Lock()
-	e := sh.entry(id)
+	e := sh.entry(id, h)
 	for i, sl := range slots {
 		if costs[i] != 0 {
 			e.cell(sl).count += costs[i]
@@ -96,10 +111,10 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 
 // AddIf implements kvstore.Conditional. It never fails.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
-	sh := s.shard(id)
+	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[id]
+	e := sh.find(id, h)
 	ok := true
 	for i, c := range conds {
 		counts[i] = e.count(c.Slot)
@@ -111,7 +126,7 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 		return false, nil
 	}
 	if e == nil {
-		e = sh.entry(id)
+		e = sh.entry(id, h)
 	}
 	for i, c := range conds {
 		if c.Add != 0 {
@@ -129,10 +144,10 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 
 // Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
-	sh := s.shard(id)
+	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.m[id]
+	e := sh.find(id, h)
 	for i, sl := range slots {
 		counts[i] = e.count(sl)
 	}
@@ -140,7 +155,7 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 		return false, nil
 	}
 	if e == nil {
-		e = sh.entry(id)
+		e = sh.entry(id, h)
 	}
 	for i, sl := range slots {
 		if costs[i] != 0 {
@@ -157,20 +172,24 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.m)
+		for _, e := range sh.m {
+			for ; e != nil; e = e.next {
+				n++
+			}
+		}
 		sh.mu.Unlock()
 	}
 	return n
 }
 
-func (sh *shard) entry(id string) *entry {
-	e := sh.m[id]
+func (sh *shard) entry(id string, h uint64) *entry {
+	e := sh.find(id, h)
 	if e == nil {
 		if sh.m == nil {
-			sh.m = make(map[string]*entry)
+			sh.m = make(map[uint64]*entry)
 		}
-		e = &entry{}
-		sh.m[strings.Clone(id)] = e
+		e = &entry{id: strings.Clone(id), next: sh.m[h]}
+		sh.m[h] = e
 	}
 	return e
 }
@@ -195,17 +214,27 @@ func (sh *shard) sweep() {
 		return
 	}
 	sh.nextSweep = sh.now + sweepEvery
-	for id, e := range sh.m {
-		live := e.cells[:0]
-		for _, c := range e.cells {
-			if window.Start(c.bucket+2, c.length).UnixNano() > sh.now {
-				live = append(live, c)
+	for h, head := range sh.m {
+		var keep *entry // the chain's live entries, rebuilt
+		for e := head; e != nil; {
+			next := e.next
+			live := e.cells[:0]
+			for _, c := range e.cells {
+				if window.Start(c.bucket+2, c.length).UnixNano() > sh.now {
+					live = append(live, c)
+				}
 			}
+			clear(e.cells[len(live):])
+			e.cells = live
+			if len(live) > 0 {
+				e.next, keep = keep, e
+			}
+			e = next
 		}
-		clear(e.cells[len(live):])
-		e.cells = live
-		if len(live) == 0 {
-			delete(sh.m, id)
+		if keep == nil {
+			delete(sh.m, h)
+		} else {
+			sh.m[h] = keep
 		}
 	}
 }

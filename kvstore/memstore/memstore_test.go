@@ -70,7 +70,8 @@ func TestRollOverReusesCells(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, step); allocs != 0 {
 		t.Errorf("AddIf across bucket roll-overs allocates %.1f per call, want 0", allocs)
 	}
-	e := s.shard("k").m["k"]
+	sh, h := s.shard("k")
+	e := sh.find("k", h)
 	if got := len(e.cells); got > 3 {
 		t.Errorf("identity holds %d cells after 100 roll-overs, want at most 3", got)
 	}
@@ -93,4 +94,33 @@ func TestBackwardsSlotKeepsNewer(t *testing.T) {
 	if counts[0] != 7 || counts[1] != 5 {
 		t.Errorf("counts = %v, want [7 5]", counts)
 	}
+}
+
+func TestHashCollisionsChain(t *testing.T) {
+	// Two identities forced onto one hash must keep separate counters and
+	// be swept separately.
+	ctx := context.Background()
+	s := New()
+	sh, h := s.shard("a")
+	sh.mu.Lock()
+	a := sh.entry("a", h)
+	b := sh.entry("b", h) // same h: chained behind a
+	sh.mu.Unlock()
+	if a == b || sh.find("a", h) != a || sh.find("b", h) != b {
+		t.Fatal("chained identities not told apart")
+	}
+	sh.mu.Lock()
+	a.cell(minuteSlot(t0)).count = 3
+	b.cell(minuteSlot(t0.Add(-10 * time.Minute))).count = 5 // long expired
+	sh.observeSlot(minuteSlot(t0))
+	sh.nextSweep = 0
+	sh.sweep()
+	sh.mu.Unlock()
+	if sh.find("b", h) != nil {
+		t.Error("expired chained identity not swept")
+	}
+	if e := sh.find("a", h); e == nil || e.count(minuteSlot(t0)) != 3 {
+		t.Error("live chained identity lost in the sweep")
+	}
+	_ = ctx
 }
