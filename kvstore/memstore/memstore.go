@@ -39,7 +39,7 @@ type Store struct {
 type shard struct {
 	mu        sync.Mutex
 	m         map[uint64]*entry // by maphash of the identity; collisions chain
-	now       int64 // latest bucket start seen, Unix nanoseconds
+	now       int64             // latest bucket start seen, Unix nanoseconds
 	nextSweep int64
 	_         [32]byte // keep shards on separate cache lines
 }
