@@ -30,7 +30,11 @@ type denyShard struct {
 	m  map[string]*denial
 }
 
+// denial is what the cache knows of one identity under one rule set. An
+// identity checked with several rule sets (an anonymous client's ip_limits
+// and its plan, both on its IP) has one denial per set, chained.
 type denial struct {
+	next  *denial
 	until int64 // Unix nanos: a cost-1 request is admitted from then on
 	n     int
 	rules [MaxRules]struct {
@@ -65,15 +69,13 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, r
 		return false
 	}
 	sh.mu.Lock()
-	d := sh.m[id]
+	d := sh.find(id, rules)
 	if d == nil {
 		sh.mu.Unlock()
 		return false
 	}
-	if now.UnixNano() >= d.until || !d.matches(rules) {
-		delete(sh.m, id)
-		sh.n.Add(-1)
-		c.size.Add(-1)
+	if now.UnixNano() >= d.until {
+		c.unlink(sh, id, d)
 		sh.mu.Unlock()
 		return false
 	}
@@ -95,6 +97,38 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, r
 	}
 	res.Cached = true
 	return true
+}
+
+// find returns the denial of id under rules, or nil.
+func (sh *denyShard) find(id string, rules []Rule) *denial {
+	for d := sh.m[id]; d != nil; d = d.next {
+		if d.matches(rules) {
+			return d
+		}
+	}
+	return nil
+}
+
+// unlink removes d from id's chain, and id when the chain is empty.
+func (c *denyCache) unlink(sh *denyShard, id string, d *denial) {
+	head := sh.m[id]
+	if head == d {
+		head = d.next
+	} else {
+		for p := head; p != nil; p = p.next {
+			if p.next == d {
+				p.next = d.next
+				break
+			}
+		}
+	}
+	if head != nil {
+		sh.m[id] = head
+		return
+	}
+	delete(sh.m, id)
+	sh.n.Add(-1)
+	c.size.Add(-1)
 }
 
 func (d *denial) matches(rules []Rule) bool {
@@ -121,26 +155,28 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, sc *scratch
 	sh := c.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	d := sh.m[id]
+	d := sh.find(id, rules)
 	if d == nil {
-		if len(sh.m) >= c.perMap {
-			for k, old := range sh.m { // evict one at random: map order is random
+		head, known := sh.m[id]
+		if !known && len(sh.m) >= c.perMap {
+			for k := range sh.m { // evict one identity at random: map order is random
 				delete(sh.m, k)
 				sh.n.Add(-1)
 				c.size.Add(-1)
-				d = old
 				break
 			}
-		}
-		if d == nil {
-			d = new(denial)
 		}
 		if sh.m == nil {
 			sh.m = make(map[string]*denial)
 		}
-		sh.m[strings.Clone(id)] = d
-		sh.n.Add(1)
-		c.size.Add(1)
+		d = &denial{next: head}
+		if known {
+			sh.m[id] = d
+		} else {
+			sh.m[strings.Clone(id)] = d
+			sh.n.Add(1)
+			c.size.Add(1)
+		}
 	}
 	d.until = now.UnixNano() + int64(until)
 	d.n = len(rules)

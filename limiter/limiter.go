@@ -170,6 +170,18 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // around: a Result is some 660 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	return l.check(ctx, now, id, rules, cost, true, res)
+}
+
+// PeekInto answers what CheckInto would for a request of this cost, without
+// counting anything: a caller that denied a request on other rules uses it
+// to learn when these rules would admit it too.
+func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	return l.check(ctx, now, id, rules, cost, false, res)
+}
+
+// check is CheckInto, counting only when write is set.
+func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, write bool, res *Result) error {
 	res.Decision, res.N, res.Cached = window.Decision{}, 0, false
 	if len(rules) == 0 || len(rules) > MaxRules {
 		return ErrRules
@@ -197,30 +209,30 @@ func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules
 	allowed := true
 	var err error
 	if hasLocal {
-		allowed, err = l.group(ctx, l.local, now, id, rules, true, cost, true, sc, res)
+		allowed, err = l.group(ctx, l.local, now, id, rules, true, cost, write, sc, res)
 		if err != nil {
 			return err
 		}
 	}
 	if hasShared {
 		var ok bool
-		ok, err = l.group(ctx, l.shared, now, id, rules, false, cost, allowed, sc, res)
+		ok, err = l.group(ctx, l.shared, now, id, rules, false, cost, write && allowed, sc, res)
 		if err != nil {
-			if hasLocal && allowed {
+			if hasLocal && allowed && write {
 				l.undo(ctx, now, id, rules, true, cost, sc)
 			}
 			return err
 		}
 		if allowed && !ok && hasLocal {
 			allowed = false
-			if !l.countDenied {
+			if write && !l.countDenied {
 				l.undo(ctx, now, id, rules, true, cost, sc)
 			}
 		}
 		allowed = allowed && ok
 	}
 	if !allowed {
-		if l.countDenied {
+		if l.countDenied && write {
 			if err := l.punish(ctx, now, id, rules, cost, sc, res); err != nil {
 				return err
 			}

@@ -477,3 +477,51 @@ func TestCheckIntoReusesResult(t *testing.T) {
 		t.Errorf("after a store error: allowed=%v err=%v, want not allowed and an error", res.Allowed, err)
 	}
 }
+
+func TestPeekCountsNothing(t *testing.T) {
+	s := memstore.New()
+	l := New(Options{Store: s})
+	r := rule("minute", 3, time.Minute)
+	var res Result
+	if err := l.PeekInto(ctx, t0, "k", []Rule{r}, 2, &res); err != nil || !res.Allowed {
+		t.Fatalf("peek on an empty window: %+v, %v", res.Decision, err)
+	}
+	for range 3 {
+		check(t, l, t0, "k", 1, r)
+	}
+	if err := l.PeekInto(ctx, t0, "k", []Rule{r}, 1, &res); err != nil || res.Allowed {
+		t.Fatalf("peek on a full window: %+v, %v", res.Decision, err)
+	}
+	want := check(t, New(Options{Store: s, DisableDenyCache: true}), t0, "k", 1, r).RetryAfter
+	if res.RetryAfter != want {
+		t.Errorf("peek RetryAfter = %v, want Check's %v", res.RetryAfter, want)
+	}
+	if got := load(t, s, "k", r, t0); got != 3 {
+		t.Errorf("count = %d after peeks, want 3", got)
+	}
+}
+
+func TestDenyCacheKeepsRuleSetsApart(t *testing.T) {
+	// An anonymous client is checked under its IP with the ip rules and
+	// then with its plan: both denials stay cached side by side.
+	s := &counting{Conditional: memstore.New()}
+	l := New(Options{Store: s})
+	ipRules := []Rule{rule("ip-second", 1, time.Second)}
+	plan := []Rule{rule("minute", 1, time.Minute)}
+	for range 2 {
+		check(t, l, t0, "ip:203.0.113.7", 1, ipRules...)
+		check(t, l, t0, "ip:203.0.113.7", 1, plan...)
+	}
+	before := s.calls()
+	for range 3 {
+		if res := check(t, l, t0, "ip:203.0.113.7", 1, ipRules...); !res.Cached {
+			t.Fatal("ip rules' denial not cached")
+		}
+		if res := check(t, l, t0, "ip:203.0.113.7", 1, plan...); !res.Cached {
+			t.Fatal("plan's denial not cached")
+		}
+	}
+	if got := s.calls() - before; got != 0 {
+		t.Errorf("store calls while both are blocked = %d, want 0", got)
+	}
+}
