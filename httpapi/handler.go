@@ -252,7 +252,18 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		defer cancel()
 	}
 	if len(ipRules) > 0 {
-		if v.err = h.check1(ctx, now, ipID, ipRules, cost, v); v.err != nil || !v.deciding.Allowed {
+		if v.err = h.check1(ctx, now, ipID, ipRules, cost, v); v.err != nil {
+			return
+		}
+		if !v.deciding.Allowed {
+			// The plan is not charged for a request the ip rules deny, but
+			// Retry-After must not come before the plan would admit it too:
+			// peek at the plan with the request's cost. A failed peek
+			// leaves the ip denial as it is.
+			if h.lim.PeekInto(ctx, now, id, p.rules, cost, &v.res) == nil {
+				v.add(&v.res)
+				v.deciding = window.Combine(v.ds[:v.n])
+			}
 			return
 		}
 	}

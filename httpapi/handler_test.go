@@ -465,8 +465,10 @@ func TestIPLimitsFirst(t *testing.T) {
 	if w.Code != 429 {
 		t.Fatalf("third request in a second: %d, want 429", w.Code)
 	}
-	// Only the IP rule was decided; the plan's count is untouched.
-	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2`)
+	// The IP rule decided; the plan was only peeked at (its count is
+	// untouched: 2 of 10 used), to keep Retry-After from coming before the
+	// plan admits.
+	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=8;t=81`)
 	wantHeader(t, w, "X-RateLimit-Limit", "2")
 	if !strings.Contains(w.Body.String(), `"violated-policies":["ip-second"]`) {
 		t.Errorf("body %s", w.Body)
@@ -753,4 +755,33 @@ func TestKeyIdentities(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestRetryAfterCoversThePlanOnIPDenial: when the ip rules deny a client
+// whose plan is also used up, Retry-After is the later of the two waits,
+// not the ip rule's second (found in review: retrying after 2 s met the
+// plan's 429).
+func TestRetryAfterCoversThePlanOnIPDenial(t *testing.T) {
+	cfg := testConfig(t, func(m map[string]any) {
+		m["ip_limits"] = []any{map[string]any{"name": "ip-second", "limit": 5, "window": "1s", "scope": "local"}}
+	})
+	f := newFixture(t, cfg, nil)
+	var planWait string
+	for i := range 5 { // the free plan admits 3; 4 and 5 are its denials
+		w := f.do(req{})
+		if i >= 3 {
+			if w.Code != 429 {
+				t.Fatalf("request %d: %d, want the plan's 429", i+1, w.Code)
+			}
+			planWait = w.Header().Get("Retry-After")
+		}
+	}
+	w := f.do(req{}) // the 6th in this second: the ip rule denies
+	if w.Code != 429 {
+		t.Fatalf("6th request: %d, want 429", w.Code)
+	}
+	if got := w.Header().Get("Retry-After"); got != planWait {
+		t.Errorf("Retry-After on the ip denial = %s, want the plan's %s", got, planWait)
+	}
+	wantHeader(t, w, "X-RateLimit-Limit", "3") // the plan's minute rule decides
 }

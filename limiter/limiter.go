@@ -173,9 +173,10 @@ func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules
 	return l.check(ctx, now, id, rules, cost, true, res)
 }
 
-// PeekInto answers what CheckInto would for a request of this cost, without
-// counting anything: a caller that denied a request on other rules uses it
-// to learn when these rules would admit it too.
+// PeekInto decides a request of this cost as CheckInto would, without
+// counting anything; every rule reports the state without the request. A
+// caller that denied a request on other rules uses it to learn when these
+// rules would admit it too.
 func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
 	return l.check(ctx, now, id, rules, cost, false, res)
 }
@@ -231,14 +232,13 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		}
 		allowed = allowed && ok
 	}
-	if !allowed {
-		if l.countDenied && write {
-			if err := l.punish(ctx, now, id, rules, cost, sc, res); err != nil {
-				return err
-			}
-		} else {
-			uncount(now, rules, cost, sc, res)
+	switch {
+	case !allowed && write && l.countDenied:
+		if err := l.punish(ctx, now, id, rules, cost, sc, res); err != nil {
+			return err
 		}
+	case !allowed || !write:
+		uncount(now, rules, cost, sc, res)
 	}
 	res.Decision = window.Combine(res.All())
 	if !res.Allowed && l.deny != nil {

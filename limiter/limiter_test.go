@@ -483,8 +483,8 @@ func TestPeekCountsNothing(t *testing.T) {
 	l := New(Options{Store: s})
 	r := rule("minute", 3, time.Minute)
 	var res Result
-	if err := l.PeekInto(ctx, t0, "k", []Rule{r}, 2, &res); err != nil || !res.Allowed {
-		t.Fatalf("peek on an empty window: %+v, %v", res.Decision, err)
+	if err := l.PeekInto(ctx, t0, "k", []Rule{r}, 2, &res); err != nil || !res.Allowed || res.Remaining != 3 {
+		t.Fatalf("peek on an empty window: %+v, %v; want allowed with all 3 remaining", res.Decision, err)
 	}
 	for range 3 {
 		check(t, l, t0, "k", 1, r)
