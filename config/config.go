@@ -83,7 +83,8 @@ type Limit struct {
 	Name string `json:"name"`
 	// Limit is the cost admitted per window: 1 to 999999999999999.
 	Limit int64 `json:"limit"`
-	// Window is a Go duration, a whole number of seconds, at least 1s.
+	// Window is a Go duration, a whole number of seconds, at least 1s and
+	// at most MaxWindow (8784h, 366 days).
 	Window string `json:"window"`
 	// Scope is "shared" (counted in the store every node shares) or
 	// "local" (counted in this process or isolate only: cheap, for short
@@ -109,8 +110,12 @@ type Identity struct {
 // Cost weighs the requests of a route.
 type Cost struct {
 	// Method is an upper-case HTTP method; empty matches every method.
+	// "GET" matches HEAD requests too (a HEAD route matches HEAD only).
 	Method string `json:"method,omitempty"`
-	// PathPrefix matches request paths that start with it; starts with "/".
+	// PathPrefix matches request paths that start with it, once decoded
+	// and cleaned of empty and dot segments ("//v1/items/." is
+	// "/v1/items/"). It starts with "/" and is itself clean: no "//",
+	// "/./", "/../", '%', '?' or '#', no last segment "." or "..".
 	PathPrefix string `json:"path_prefix"`
 	// Cost is what a matching request counts against every limit: at
 	// least 1 and at most the smallest limit that can apply.

@@ -56,6 +56,8 @@ func TestErrorKinds(t *testing.T) {
 		{"syntax_error", ErrSyntax},
 		{"zero_window", ErrRange},
 		{"bad_window", ErrDuration},
+		{"window_too_long", ErrRange},
+		{"cost_path_double_slash", ErrValue},
 		{"duplicate_limit_name", ErrDuplicate},
 		{"unknown_default_plan", ErrNoPlan},
 		{"bad_api_key_hash", ErrKeyHash},
@@ -182,6 +184,16 @@ func TestParseValid(t *testing.T) {
 				t.Errorf("scope = %q", c.IPLimits[0].Scope)
 			}
 		}},
+		{"window of 366 days", `{"plans": {"free": {"limits": [{"name": "year", "limit": 5, "window": "8784h"}]}}}`, func(t *testing.T, c *Config) {
+			if got := c.Plans["free"].Limits[0].Period(); got != MaxWindow {
+				t.Errorf("period = %v, want %v", got, MaxWindow)
+			}
+		}},
+		{"path prefixes a cleaned path can match", `{"costs": [{"path_prefix": "/.well-known/", "cost": 2}, {"path_prefix": "/v1/items/", "cost": 2}, {"path_prefix": "/v1/a...b", "cost": 2}, {"path_prefix": "/v1/x.", "cost": 2}]}`, func(t *testing.T, c *Config) {
+			if len(c.Costs) != 4 {
+				t.Errorf("costs = %+v", c.Costs)
+			}
+		}},
 		{"eight limits", `{"plans": {"free": {"limits": [` + strings.TrimSuffix(strings.Repeat(`{"name": "x", "limit": 1, "window": "1s"},`, 8), ",") + `]}}}`, nil},
 	}
 	for _, tt := range tests {
@@ -224,6 +236,36 @@ func TestValidateZeroFields(t *testing.T) {
 	bad := &Config{Plans: map[string]Plan{"free": {Limits: []Limit{{Name: "minute", Limit: 10, Window: "1m"}}}}, OnStoreError: "maybe"}
 	if err := bad.Validate(); err == nil || err.Error() != `config: on_store_error: "maybe": must be "allow" or "deny"` {
 		t.Errorf("Validate = %v", err)
+	}
+}
+
+// TestRawKeyNotEchoed: an api_keys entry that is not a hash is most likely
+// a raw key; no error quotes it, whether Parse or Validate finds it.
+func TestRawKeyNotEchoed(t *testing.T) {
+	const raw = "sk_live_SECRETKEY123"
+	plans := map[string]Plan{"free": {Limits: []Limit{{Name: "minute", Limit: 10, Window: "1m"}}}}
+	tests := []struct {
+		name string
+		err  func() error
+	}{
+		{"parse, plan name", func() error { _, err := Parse([]byte(`{"api_keys": {"` + raw + `": "free"}}`)); return err }},
+		{"parse, wrong type", func() error { _, err := Parse([]byte(`{"api_keys": {"` + raw + `": ["free"]}}`)); return err }},
+		{"parse, unknown plan", func() error { _, err := Parse([]byte(`{"api_keys": {"` + raw + `": "gold"}}`)); return err }},
+		{"validate", func() error { return (&Config{Plans: plans, APIKeys: map[string]string{raw: "free"}}).Validate() }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.err()
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), "SECRETKEY") {
+				t.Errorf("error quotes the raw key: %v", err)
+			}
+			if !strings.Contains(err.Error(), "api_keys") {
+				t.Errorf("error does not name the field: %v", err)
+			}
+		})
 	}
 }
 

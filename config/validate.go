@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/slidegate/slidegate/limiter"
 	"github.com/slidegate/slidegate/window"
@@ -18,6 +20,10 @@ const MaxRules = limiter.MaxRules
 // MaxLimit is the largest Limit: the largest integer an HTTP structured
 // field (RFC 9651) can carry, since it is sent in RateLimit-Policy.
 const MaxLimit = 999_999_999_999_999
+
+// MaxWindow is the longest Window: 366 days. Far longer windows would
+// overflow the expiry of their counters.
+const MaxWindow = 366 * 24 * time.Hour
 
 // Validate reports the first problem with c as a *FieldError, or nil.
 // Zero fields are judged as their defaults. Plans are checked in name order,
@@ -71,10 +77,10 @@ func (c *Config) Validate() error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !isHash(k) {
-			return &FieldError{Field: "api_keys", Value: quote(k), Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
+			return &FieldError{Field: keyField(k), Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
 		}
 		if plan := c.APIKeys[k]; !slices.Contains(names, plan) {
-			return &FieldError{Field: "api_keys." + k, Value: quote(plan), Err: because(ErrNoPlan, "no such plan (plans: %s)", strings.Join(names, ", "))}
+			return &FieldError{Field: keyField(k), Value: quote(plan), Err: because(ErrNoPlan, "no such plan (plans: %s)", strings.Join(names, ", "))}
 		}
 	}
 	if err := c.Identity.validate(); err != nil {
@@ -87,6 +93,9 @@ func (c *Config) Validate() error {
 		}
 		if !strings.HasPrefix(r.PathPrefix, "/") {
 			return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "must start with /")}
+		}
+		if !cleanPrefix(r.PathPrefix) {
+			return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "can never match: request paths are matched decoded and cleaned, so a prefix must not contain //, /./, /../, %%, ? or #, nor end in /. or /..")}
 		}
 		if r.Cost < 1 {
 			return &FieldError{Field: path + ".cost", Value: num(r.Cost), Err: because(ErrRange, "must be at least 1")}
@@ -146,6 +155,8 @@ func checkLimits(path string, ls []Limit, required bool, seen, reserved map[stri
 			return &FieldError{Field: at + ".window", Value: quote(l.Window), Err: because(ErrRange, "must be at least 1s")}
 		case d%time.Second != 0:
 			return &FieldError{Field: at + ".window", Value: quote(l.Window), Err: because(ErrRange, "must be a whole number of seconds")}
+		case d > MaxWindow:
+			return &FieldError{Field: at + ".window", Value: quote(l.Window), Err: because(ErrRange, "must be at most %s (366 days)", fmtHours(MaxWindow))}
 		}
 		if l.Scope != "" && l.Scope != ScopeShared && l.Scope != ScopeLocal {
 			return &FieldError{Field: at + ".scope", Value: quote(l.Scope), Err: because(ErrValue, "must be \"shared\" or \"local\"")}
@@ -192,6 +203,38 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// keyField names the api_keys entry k in an error. A key that is not a
+// hash is most likely a raw API key pasted by mistake: it is described by
+// its length, never printed.
+func keyField(k string) string {
+	if isHash(k) {
+		return "api_keys." + k
+	}
+	return fmt.Sprintf("api_keys[%q]", fmt.Sprintf("<%d characters, not a lower-case hex SHA-256>", utf8.RuneCountInString(k)))
+}
+
+// cleanPrefix reports whether a path prefix can match a request path as
+// the handler matches it: percent-decoded (so no '%' is left of an
+// encoding, and '?' and '#' are never part of it), without empty or dot
+// segments. A last segment "." or ".." never survives cleaning, nor does
+// "//", "/./" or "/../" anywhere.
+func cleanPrefix(p string) bool {
+	if strings.ContainsAny(p, "%?#") {
+		return false
+	}
+	for _, bad := range []string{"//", "/./", "/../"} {
+		if strings.Contains(p, bad) {
+			return false
+		}
+	}
+	return !strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+}
+
+// fmtHours formats d in whole hours, as it may be written in a window.
+func fmtHours(d time.Duration) string {
+	return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
 }
 
 func isHash(s string) bool {
