@@ -387,19 +387,39 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 
 // cost returns the cost of the first configured route the request matches,
 // or 1. The path is cleaned first so that "//v1/search" or
-// "/v1/x/../search" pay what "/v1/search" pays.
+// "/v1/x/../search" pay what "/v1/search" pays, and "//v1/items/" what
+// "/v1/items/" pays. HEAD matches a GET route: it is a GET without the
+// body, and as costly to the origin.
 func (h *Handler) cost(r *http.Request) int64 {
 	if len(h.costs) == 0 {
 		return 1
 	}
-	p := r.URL.Path
-	if strings.Contains(p, "//") || strings.Contains(p, "/.") {
-		p = path.Clean(p)
-	}
+	p := cleanPath(r.URL.Path)
 	for _, c := range h.costs {
-		if (c.Method == "" || c.Method == r.Method) && strings.HasPrefix(p, c.PathPrefix) {
+		if matchMethod(c.Method, r.Method) && strings.HasPrefix(p, c.PathPrefix) {
 			return c.Cost
 		}
 	}
 	return 1
+}
+
+// matchMethod reports whether a request's method matches a route's: equal,
+// any (empty), or HEAD for GET.
+func matchMethod(route, method string) bool {
+	return route == "" || route == method || route == http.MethodGet && method == http.MethodHead
+}
+
+// cleanPath removes empty and dot segments from p like RFC 3986 section
+// 5.2.4: a trailing slash, or a last segment "." or "..", leaves the
+// result ending in "/" (path.Clean alone would drop it, and
+// "/v1/items/." would then miss the prefix "/v1/items/").
+func cleanPath(p string) string {
+	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
+		return p
+	}
+	np := path.Clean(p)
+	if np != "/" && (strings.HasSuffix(p, "/") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/..")) {
+		np += "/"
+	}
+	return np
 }

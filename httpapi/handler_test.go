@@ -515,6 +515,52 @@ func TestCosts(t *testing.T) {
 	}
 }
 
+// TestCostRoutes: a path is cleaned as RFC 3986 removes dot segments, so a
+// trailing slash survives and no spelling of a route escapes its cost; HEAD
+// pays what GET pays.
+func TestCostRoutes(t *testing.T) {
+	cfg := testConfig(t, func(m map[string]any) {
+		m["costs"] = []any{
+			map[string]any{"method": "POST", "path_prefix": "/v1/items/", "cost": 3},
+			map[string]any{"method": "GET", "path_prefix": "/v1/export", "cost": 2},
+			map[string]any{"method": "HEAD", "path_prefix": "/v1/probe", "cost": 2},
+		}
+	})
+	f := newFixture(t, cfg, nil)
+	tests := []struct {
+		method, path string
+		want         int64
+	}{
+		{"POST", "/v1/items/", 3},
+		{"POST", "/v1/items/42", 3},
+		{"POST", "//v1/items/", 3},
+		{"POST", "/v1//items/", 3},
+		{"POST", "/v1/items//", 3},
+		{"POST", "/v1/items/.", 3},
+		{"POST", "/v1/items/./", 3},
+		{"POST", "/v1/x/../items/", 3},
+		{"POST", "/v1/items/x/..", 3},
+		{"POST", "/v1/items/...", 3}, // "..." is a name, not a dot segment
+		{"POST", "/v1/items", 1},     // the prefix wants the slash
+		{"POST", "/v1/items/..", 1},  // is /v1/
+		{"POST", "/v1/items/../x", 1},
+		{"GET", "/v1/items/", 1},
+		{"GET", "/v1/export", 2},
+		{"HEAD", "/v1/export", 2},
+		{"HEAD", "//v1/export/", 2},
+		{"POST", "/v1/export", 1},
+		{"HEAD", "/v1/probe", 2},
+		{"GET", "/v1/probe", 1}, // HEAD routes do not match GET
+	}
+	for _, tt := range tests {
+		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
+			if got := f.h.cost(httptest.NewRequest(tt.method, tt.path, nil)); got != tt.want {
+				t.Errorf("cost = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestShadow(t *testing.T) {
 	cfg := testConfig(t, func(m map[string]any) { m["shadow"] = true })
 	f := newFixture(t, cfg, nil)
