@@ -12,13 +12,20 @@ import (
 // NewProxy returns the reverse proxy the local server puts behind the
 // pre-filter: requests go to target with X-Forwarded-For, -Host and -Proto
 // set, connections to the origin are kept alive, and an unreachable origin
-// is a 502 problem+json (logged).
+// is a 502 problem+json (logged). The proxy's other complaints (a response
+// body cut short) go to log too, as JSON lines at level WARN, not to the
+// standard logger. A nil log discards them.
 func NewProxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 1024
 	tr.IdleConnTimeout = 90 * time.Second
+	h := slog.DiscardHandler
+	if log != nil {
+		h = log.Handler()
+	}
 	return &httputil.ReverseProxy{
+		ErrorLog: slog.NewLogLogger(h, slog.LevelWarn),
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
