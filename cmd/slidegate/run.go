@@ -142,7 +142,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	store, err := openStore(ctx, f)
+	store, err := openStore(ctx, f, cfg)
 	if err != nil {
 		return err
 	}
@@ -219,7 +219,7 @@ func orNone(s string) string {
 
 // openStore returns the shared counter store: nil (the limiter's memory
 // store) or DynamoDB.
-func openStore(ctx context.Context, f serveFlags) (kvstore.Store, error) {
+func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.Store, error) {
 	switch f.store {
 	case "memory":
 		if f.table != "" || f.endpoint != "" || f.createTable {
@@ -239,7 +239,7 @@ func openStore(ctx context.Context, f serveFlags) (kvstore.Store, error) {
 				return nil, err
 			}
 		}
-		return dynamostore.New(client, f.table)
+		return dynamostore.New(client, f.table, dynamostore.MaxPeriodOf(cfg))
 	}
 	return nil, fmt.Errorf("%w: --store %q: must be memory or dynamodb", errUsage, f.store)
 }

@@ -103,8 +103,9 @@ func find(cells []cell, sl kvstore.Slot) int64 {
 }
 
 // stale returns the cached attributes of id that belong to a rule in conds
-// but to a bucket before the previous of the newest bucket conds name for
-// that rule: nothing reads them any more. It also returns the cached TTL, so that a write never
+// but to a bucket more than two before the newest bucket conds name for
+// that rule: nothing reads them any more, even on a node whose clock lags
+// by up to one bucket. It also returns the cached TTL, so that a write never
 // shortens it.
 func (c *cache) stale(id string, conds []kvstore.Cond) ([]string, int64) {
 	sh := c.shard(id)
@@ -125,7 +126,10 @@ func (c *cache) stale(id string, conds []kvstore.Cond) ([]string, int64) {
 				newest, ours = cd.Bucket, true
 			}
 		}
-		if ours && cl.bucket < newest-1 {
+		// Keep two buckets before the newest: a writer whose clock runs
+		// ahead is in bucket i+1 while another node in bucket i still
+		// reads i-1 as its previous bucket.
+		if ours && cl.bucket < newest-2 {
 			old = append(old, cl.attr)
 		}
 	}

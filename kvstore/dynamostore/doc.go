@@ -38,4 +38,19 @@
 // Every call runs under the caller's context, which carries the HTTP
 // layer's store_timeout. NewClient bounds the SDK's retries (MaxAttempts,
 // MaxBackoff) so that they fit such a budget.
+//
+// Writes are not idempotent (ADD): the Store retries an UpdateItem only
+// after throttling, which DynamoDB did not apply. A 5xx, a timeout or a
+// connection lost after sending may have been applied, so it is returned as
+// an error instead of counting the request twice. Reads keep the client's
+// retries.
+//
+// # Expiry
+//
+// A write sets the TTL to the latest expiry of its slots, to at least the
+// end of its bucket plus twice MaxPeriod (the longest window any writer
+// uses), and never below the TTL this Store last saw, so a write of short
+// rules does not expire the counters of long ones. It removes a rule's
+// buckets more than two before the one it writes: a node whose clock lags
+// by one bucket still reads the bucket before its own.
 package dynamostore

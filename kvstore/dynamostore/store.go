@@ -7,12 +7,17 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
+	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/window"
 )
 
 // Names the table and the IAM policy must agree on (template.yaml is tested
@@ -52,6 +57,35 @@ type API interface {
 // Option configures a Store.
 type Option func(*Store)
 
+// MaxPeriod is the longest rule period any writer of the table uses. Every
+// write then sets the item's TTL to at least the end of the bucket it
+// writes plus two such periods, so a write naming only short rules (from
+// an instance that has not seen the identity's longer ones) never shortens
+// the life of counters a longer rule still reads. Zero or less derives the
+// TTL from the written slots and the cached item only.
+func MaxPeriod(d time.Duration) Option {
+	return func(s *Store) {
+		if d > 0 {
+			s.maxPeriod = d
+		}
+	}
+}
+
+// MaxPeriodOf is MaxPeriod of the longest window of cfg's plan limits and
+// ip_limits.
+func MaxPeriodOf(cfg *config.Config) Option {
+	var d time.Duration
+	for _, p := range cfg.Plans {
+		for _, l := range p.Limits {
+			d = max(d, l.Period())
+		}
+	}
+	for _, l := range cfg.IPLimits {
+		d = max(d, l.Period())
+	}
+	return MaxPeriod(d)
+}
+
 // CacheSize bounds the identities whose last seen counters the Store keeps.
 // Zero or less means DefaultCacheSize.
 func CacheSize(n int) Option {
@@ -71,6 +105,7 @@ type Store struct {
 	api       API
 	table     *string
 	cacheSize int
+	maxPeriod time.Duration
 	cache     *cache
 	// oldOnFailure records that the server has returned the stored item
 	// with a failed condition: from then on a failure without an item
@@ -126,7 +161,7 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 	if err != nil {
 		return err
 	}
-	out, err := s.api.UpdateItem(ctx, in)
+	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
 	if err != nil {
 		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
 	}
@@ -153,7 +188,7 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	if err != nil {
 		return false, err
 	}
-	out, err := s.api.UpdateItem(ctx, in)
+	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
 	if err == nil {
 		item, err := s.cache.store(id, out.Attributes, true)
 		if err != nil {
@@ -188,6 +223,25 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	return false, nil
 }
 
+// writeRetryer retries a write only after an error that says DynamoDB did
+// not apply it: throttling. An UpdateItem with ADD is not idempotent; after
+// a 5xx, a timeout or a connection lost once the request was sent, it may
+// have been applied, and a retry would count the request twice (or deny
+// a request it already counted). Those errors go to the caller, whose
+// on_store_error decides. Reads keep the client's full retries.
+var writeRetryer = retry.NewStandard(func(o *retry.StandardOptions) {
+	o.MaxAttempts = MaxAttempts
+	o.MaxBackoff = MaxBackoff
+	o.RateLimiter = ratelimit.None
+	o.Retryables = []retry.IsErrorRetryable{
+		retry.NoRetryCanceledError{},
+		retry.RetryableErrorCode{Codes: retry.DefaultThrottleErrorCodes},
+	}
+})
+
+// retryThrottlesOnly is the per-call option of the Store's writes.
+func retryThrottlesOnly(o *dynamodb.Options) { o.Retryer = writeRetryer }
+
 // fill sets counts[i] to the count of conds[i]'s slot in item.
 func fill(item []cell, conds []kvstore.Cond, counts []int64) {
 	for i, c := range conds {
@@ -206,8 +260,9 @@ func attrName(sl kvstore.Slot) string {
 
 // update builds the UpdateItem of conds: ADD each clause's Add, and when
 // conditional, require each clause's count to be at most its Max. It also
-// removes the identity's cached buckets before the previous one and
-// sets the TTL to the latest expiry.
+// removes the identity's cached buckets more than two before the newest
+// and sets the TTL to the latest expiry (see MaxPeriod), never below the
+// cached one.
 func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dynamodb.UpdateItemInput, error) {
 	names := map[string]string{"#t": TTLAttribute}
 	values := map[string]types.AttributeValue{}
@@ -227,6 +282,9 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 			names[p] = a
 		}
 		ttl = max(ttl, expiry(c.Slot))
+		if s.maxPeriod > 0 {
+			ttl = max(ttl, unixCeil(window.Start(c.Bucket+1, c.Length).Add(2*s.maxPeriod)))
+		}
 		if conditional {
 			v := ":m" + strconv.Itoa(i)
 			values[v] = number(c.Max)
@@ -285,8 +343,10 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 }
 
 // expiry is sl.Expires in Unix seconds, rounded up.
-func expiry(sl kvstore.Slot) int64 {
-	t := sl.Expires()
+func expiry(sl kvstore.Slot) int64 { return unixCeil(sl.Expires()) }
+
+// unixCeil is t in Unix seconds, rounded up.
+func unixCeil(t time.Time) int64 {
 	sec := t.Unix()
 	if t.Nanosecond() > 0 {
 		sec++

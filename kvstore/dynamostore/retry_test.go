@@ -1,0 +1,238 @@
+package dynamostore_test
+
+import (
+	"bytes"
+	"context"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/dynalite"
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/dynamostore"
+	"github.com/slidegate/slidegate/limiter"
+	"github.com/slidegate/slidegate/window"
+)
+
+// fault is what the proxy does to the n-th request (1-based) of one
+// DynamoDB operation.
+type fault struct {
+	status  int    // 0: pass the request through untouched
+	code    string // the error's __type suffix
+	applied bool   // forward the request (the server applies it), then replace the answer
+}
+
+// faultProxy is a reverse proxy on 127.0.0.1 to a dynalite endpoint that
+// injects faults chosen by inject and counts requests per operation.
+type faultProxy struct {
+	URL    string
+	inject func(op string, n int) fault
+	mu     sync.Mutex
+	seen   map[string]int
+}
+
+func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int) fault) *faultProxy {
+	t.Helper()
+	target, err := url.Parse(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{inject: inject, seen: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(target)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		op := r.Header.Get("X-Amz-Target")
+		op = op[strings.LastIndexByte(op, '.')+1:]
+		p.mu.Lock()
+		p.seen[op]++
+		f := p.inject(op, p.seen[op])
+		p.mu.Unlock()
+		switch {
+		case f.status == 0:
+			rp.ServeHTTP(w, r)
+			return
+		case f.applied:
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+		}
+		body := []byte(`{"__type":"com.amazonaws.dynamodb.v20120810#` + f.code + `","message":"injected"}`)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+		w.WriteHeader(f.status)
+		_, _ = io.Copy(w, bytes.NewReader(body))
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+func (p *faultProxy) count(op string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.seen[op]
+}
+
+// firstOf injects f into the first request of op only.
+func firstOf(op string, f fault) func(string, int) fault {
+	return func(o string, n int) fault {
+		if o == op && n == 1 {
+			return f
+		}
+		return fault{}
+	}
+}
+
+var serverError = fault{status: 500, code: "InternalServerError", applied: true}
+
+// TestAppliedWriteIsNotRetried: DynamoDB applies a write and the answer is
+// lost (a 500 here). ADD is not idempotent, so the write is not retried:
+// the call fails (the HTTP layer's on_store_error decides) and the table
+// holds the cost once, not twice.
+func TestAppliedWriteIsNotRetried(t *testing.T) {
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	tests := []struct {
+		name  string
+		write func(s kvstore.Conditional) error
+	}{
+		{"AddIf", func(s kvstore.Conditional) error {
+			_, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+			return err
+		}},
+		{"Add", func(s kvstore.Conditional) error {
+			return s.Add(context.Background(), "k", []kvstore.Slot{cur}, []int64{1})
+		}},
+		{"limiter, limit 1", func(s kvstore.Conditional) error {
+			res, err := limiter.New(limiter.Options{Store: s}).Check(context.Background(), t0, "k", []limiter.Rule{rule("minute", 1, time.Minute)}, 1)
+			if err == nil && !res.Allowed {
+				t.Errorf("the first request was denied: a retry met its own count")
+			}
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", serverError))
+			tb := newTable(t, px.URL)
+			if err := tt.write(tb.store(t)); err == nil {
+				t.Errorf("write answered 500 after it was applied: got no error")
+			}
+			if n := px.count("UpdateItem"); n != 1 {
+				t.Errorf("%d UpdateItem requests, want 1 (no retry)", n)
+			}
+			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 1 {
+				t.Errorf("the table holds %d, want 1", got)
+			}
+		})
+	}
+}
+
+// TestThrottledWriteIsRetried: a throttled write was not applied, so it is
+// retried, and counted once.
+func TestThrottledWriteIsRetried(t *testing.T) {
+	throttled := fault{status: 400, code: "ProvisionedThroughputExceededException"}
+	px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", throttled))
+	tb := newTable(t, px.URL)
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	ok, err := tb.store(t).AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+	if err != nil || !ok {
+		t.Fatalf("AddIf after one throttled attempt = %v, %v; want true, nil", ok, err)
+	}
+	if n := px.count("UpdateItem"); n != 2 {
+		t.Errorf("%d UpdateItem requests, want 2 (one retry)", n)
+	}
+	if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 1 {
+		t.Errorf("the table holds %d, want 1", got)
+	}
+}
+
+// TestReadIsRetried: reads keep the client's retries; a GetItem (after a
+// failed condition, on dynalite) that meets a 500 is tried again.
+func TestReadIsRetried(t *testing.T) {
+	px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("GetItem", fault{status: 500, code: "InternalServerError"}))
+	tb := newTable(t, px.URL)
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	if err := tb.store(t).Add(context.Background(), "k", []kvstore.Slot{cur}, []int64{5}); err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int64, 1)
+	ok, err := tb.store(t).AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 0, Add: 1}}, counts)
+	if err != nil || ok || counts[0] != 5 {
+		t.Errorf("AddIf = %v, %v, counts %v; want false, nil, [5]", ok, err, counts)
+	}
+	if n := px.count("GetItem"); n != 2 {
+		t.Errorf("%d GetItem requests, want 2 (one retry)", n)
+	}
+}
+
+// TestTTLCoversLongestRule: a Store that writes only a short rule of an
+// identity (ip_limits and the default plan share the ip identity), from an
+// instance that has not seen its day rule, keeps the item alive until the
+// day bucket can no longer be read: MaxPeriod.
+func TestTTLCoversLongestRule(t *testing.T) {
+	t.Parallel()
+	tb := newTable(t, dynalite.Shared(t).Endpoint)
+	opt := dynamostore.MaxPeriod(24 * time.Hour)
+	day := limiter.New(limiter.Options{Store: tb.store(t, opt)})
+	burst := limiter.New(limiter.Options{Store: tb.store(t, opt)})
+	ctx := context.Background()
+	if _, err := day.Check(ctx, t0, "ip:1.2.3.4", []limiter.Rule{rule("day", 10000, 24*time.Hour)}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := burst.Check(ctx, t0, "ip:1.2.3.4", []limiter.Rule{rule("burst", 10, time.Second)}, 1); err != nil {
+		t.Fatal(err)
+	}
+	needed := window.Start(window.Index(t0, 24*time.Hour)+2, 24*time.Hour).Unix() // the day bucket's last use
+	got := tb.stored(t, "ip:1.2.3.4")[dynamostore.TTLAttribute]
+	if got < needed {
+		t.Errorf("ttl %s, before %s when the day bucket %s stops being read",
+			time.Unix(got, 0).UTC(), time.Unix(needed, 0).UTC(), attr("day", 24*time.Hour, t0))
+	}
+	if want := window.Start(window.Index(t0, time.Second)+1, time.Second).Add(48 * time.Hour).Unix(); got != want {
+		t.Errorf("ttl %d, want %d (end of the written bucket + 2 × MaxPeriod)", got, want)
+	}
+}
+
+// TestSkewedWriterKeepsPrevious: a node whose clock runs 100 ms ahead
+// writes in bucket i+1 while another is still in bucket i; bucket i-1,
+// the other's previous bucket, stays, so the other does not over-admit.
+func TestSkewedWriterKeepsPrevious(t *testing.T) {
+	t.Parallel()
+	tb := newTable(t, dynalite.Shared(t).Endpoint)
+	la := limiter.New(limiter.Options{Store: tb.store(t)})
+	lb := limiter.New(limiter.Options{Store: tb.store(t)})
+	rules := []limiter.Rule{rule("sec", 100, time.Second)}
+	ctx := context.Background()
+	base := time.Unix(1_800_000_000, 0)
+	for range 100 { // fill bucket i-1
+		if res, err := la.Check(ctx, base.Add(-500*time.Millisecond), "k", rules, 1); err != nil || !res.Allowed {
+			t.Fatalf("filling bucket i-1: allowed %v, %v", res.Allowed, err)
+		}
+	}
+	for _, at := range []time.Duration{100 * time.Millisecond, 1050 * time.Millisecond} { // bucket i, then i+1
+		if _, err := la.Check(ctx, base.Add(at), "k", rules, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// B at base+950ms, in bucket i: the estimate is floor(100 × 0.05) + 1
+	// = 6, so 94 more fit.
+	n := 0
+	for range 200 {
+		res, err := lb.Check(ctx, base.Add(950*time.Millisecond), "k", rules, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Allowed {
+			n++
+		}
+	}
+	if n != 94 {
+		t.Errorf("B admitted %d in bucket i, want 94", n)
+	}
+}
