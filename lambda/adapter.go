@@ -20,6 +20,10 @@ import (
 // a response payload over 6 MB (base64 makes a binary body 4/3 larger).
 const maxResponse = 4 << 20
 
+// maxPayload bounds the JSON the adapter returns to Lambda, headers and
+// encoded body included; Lambda refuses a response payload over 6 MB.
+const maxPayload = 6_000_000
+
 // Handler is the Lambda handler Adapt returns.
 //
 // API Gateway HTTP API (payload format 2.0) and Function URLs send the same
@@ -132,7 +136,13 @@ type writer struct {
 
 func (w *writer) Header() http.Header { return w.header }
 
+// WriteHeader keeps the first final status. Informational ones (1xx, such
+// as the 103 Early Hints ReverseProxy passes on) cannot be sent through
+// Lambda and are dropped.
 func (w *writer) WriteHeader(code int) {
+	if code >= 100 && code <= 199 {
+		return
+	}
 	if w.status == 0 {
 		w.status = code
 	}
@@ -162,12 +172,51 @@ func (w *writer) response() events.LambdaFunctionURLResponse {
 		}
 		res.Headers[k] = strings.Join(vs, ",")
 	}
-	if b := w.body.Bytes(); utf8.Valid(b) {
+	// JSON escapes control bytes as \u00XX (6 bytes for 1): a text body
+	// whose escaped form would not fit goes as base64, which makes any body
+	// 4/3 larger at most; what does not fit either way is a 502.
+	b := w.body.Bytes()
+	if n, ok := jsonTextLen(b); ok && payloadLen(res, n) <= maxPayload {
 		res.Body = string(b)
-	} else {
-		res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
+		return res
 	}
+	if payloadLen(res, base64.StdEncoding.EncodedLen(len(b))) > maxPayload {
+		return problem(http.StatusBadGateway, "the response is too large for AWS Lambda")
+	}
+	res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
 	return res
+}
+
+// jsonTextLen is an upper bound of the length of b as a JSON string's
+// contents (without the quotes), and whether b can be sent as text at all
+// (it is valid UTF-8).
+func jsonTextLen(b []byte) (int, bool) {
+	if !utf8.Valid(b) {
+		return 0, false
+	}
+	n := len(b)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
+			n++ // \" \\ \n \r \t
+		case c < 0x20 || c == '<' || c == '>' || c == '&':
+			n += 5 // \u00XX (HTML characters too, in case the encoder escapes them)
+		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
+			n += 3 // U+2028, U+2029: 3 bytes become \u2028
+		}
+	}
+	return n, true
+}
+
+// payloadLen is an upper bound of the size of res as the JSON Lambda
+// returns, its body taking bodyLen bytes once encoded.
+func payloadLen(res events.LambdaFunctionURLResponse, bodyLen int) int {
+	res.Body, res.IsBase64Encoded = "", true
+	rest, err := json.Marshal(res)
+	if err != nil {
+		return maxPayload + 1
+	}
+	return len(rest) + bodyLen
 }
 
 // problem is an application/problem+json response written by the adapter

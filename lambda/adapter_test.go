@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -256,5 +259,100 @@ func TestResponseJSONIsPayload2(t *testing.T) {
 	slices.Sort(keys)
 	if got, want := strings.Join(keys, " "), "body cookies headers isBase64Encoded statusCode"; got != want {
 		t.Errorf("response members %q, want %q", got, want)
+	}
+}
+
+// TestResponsePayloadWithinLambdaLimit: the JSON returned to Lambda, as
+// the runtime encodes it, stays under its 6 MB payload limit, or the
+// answer is the adapter's 502. A body of control bytes, valid UTF-8, is 6
+// times larger as JSON text, so it goes as base64.
+func TestResponsePayloadWithinLambdaLimit(t *testing.T) {
+	ev := event(t, "functionurl-get.json")
+	tests := []struct {
+		name   string
+		body   []byte
+		header int // bytes of one extra response header
+		status int
+		base64 bool
+	}{
+		{"3 MiB of NUL goes as base64", bytes.Repeat([]byte{0}, 3<<20), 0, 200, true},
+		{"escaped text that fits stays text", bytes.Repeat([]byte{'\n'}, 1<<20), 0, 200, false},
+		{"900 kB of control bytes fits as text", bytes.Repeat([]byte{1}, 900_000), 0, 200, false},
+		{"HTML characters counted escaped", bytes.Repeat([]byte{'<'}, 1_100_000), 0, 200, true},
+		{"4 MiB binary with large headers", bytes.Repeat([]byte{0xff}, 4<<20), 500_000, 502, false},
+		{"4 MiB of NUL fits as base64", bytes.Repeat([]byte{0}, 4<<20), 0, 200, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := Adapt(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.header > 0 {
+					w.Header().Set("X-Big", strings.Repeat("a", tt.header))
+				}
+				_, _ = w.Write(tt.body)
+			}))
+			res, err := h(context.Background(), ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, escapeHTML := range []bool{false, true} {
+				var buf bytes.Buffer
+				enc := json.NewEncoder(&buf)
+				enc.SetEscapeHTML(escapeHTML)
+				if err := enc.Encode(res); err != nil {
+					t.Fatal(err)
+				}
+				if buf.Len() > maxPayload {
+					t.Errorf("escapeHTML=%v: payload %d bytes, over %d", escapeHTML, buf.Len(), maxPayload)
+				}
+			}
+			if res.StatusCode != tt.status || res.IsBase64Encoded != tt.base64 {
+				t.Fatalf("status %d base64=%v, want %d base64=%v", res.StatusCode, res.IsBase64Encoded, tt.status, tt.base64)
+			}
+			if tt.status != 200 {
+				return
+			}
+			got := []byte(res.Body)
+			if res.IsBase64Encoded {
+				if got, err = base64.StdEncoding.DecodeString(res.Body); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !bytes.Equal(got, tt.body) {
+				t.Errorf("body of %d bytes came back as %d different bytes", len(tt.body), len(got))
+			}
+		})
+	}
+}
+
+// TestEarlyHintsAreNotTheStatus: an origin sending 103 Early Hints before
+// its response answers with its final status through the proxy.
+func TestEarlyHintsAreNotTheStatus(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = io.WriteString(w, "hello")
+	}))
+	defer origin.Close()
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := event(t, "functionurl-get.json")
+	ev.RequestContext.HTTP.SourceIP = "203.0.113.7"
+	res, err := Adapt(httpapi.NewProxy(u, slog.New(slog.DiscardHandler)))(context.Background(), ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusAccepted || res.Body != "hello" {
+		t.Errorf("got %d %q, want 202 \"hello\"", res.StatusCode, res.Body)
+	}
+	for _, code := range []int{100, 103, 199} {
+		w := &writer{header: http.Header{}}
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, "x")
+		if got := w.response().StatusCode; got != http.StatusOK {
+			t.Errorf("WriteHeader(%d) then Write: status %d, want 200", code, got)
+		}
 	}
 }
