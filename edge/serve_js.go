@@ -18,6 +18,10 @@ import (
 
 // serve serves the one request of this Go instance (the stock shim starts
 // one per request) and waits for its background work before returning.
+// later runs tasks in this request's waitUntil, which Cloudflare cancels
+// 30 s after the response: a task due later never runs. The Store keeps
+// each chain of writes within that budget and hands it to a newer request
+// (workerskv.Options.Later).
 func serve() {
 	var wg sync.WaitGroup
 	later := func(d time.Duration, task func(context.Context)) {

@@ -24,6 +24,11 @@ type Cell struct {
 	Busy int64
 	// Expires is when the cell becomes useless and may be swept.
 	Expires int64
+	// Owner is when the request that runs the counter's flushes started;
+	// 0 means none. The flushes run in that request's background work,
+	// which the Worker cancels 30 s after its response, so Owner is never
+	// refreshed: a newer request takes the flushes over (see handoffAfter).
+	Owner int64
 }
 
 // Globals is state that lives as long as the isolate (JS globalThis in the
@@ -41,8 +46,10 @@ type Globals interface {
 type Cells interface {
 	Get(key string) (Cell, bool)
 	Set(key string, c Cell)
-	// Sweep deletes the cells whose Expires is at or before now (Unix ms).
-	Sweep(now int64)
+	// Sweep deletes the cells whose Expires is at or before now (Unix ms)
+	// and, when kept is not nil, calls it with each cell it keeps. kept must
+	// not call Set.
+	Sweep(now int64, kept func(key string, c Cell))
 }
 
 // MemGlobals is Globals in Go memory: the isolate of a host program or a
@@ -84,10 +91,13 @@ func (g *MemGlobals) Len() int {
 
 func (m memCells) Get(key string) (Cell, bool) { c, ok := m[key]; return c, ok }
 func (m memCells) Set(key string, c Cell)      { m[key] = c }
-func (m memCells) Sweep(now int64) {
+func (m memCells) Sweep(now int64, kept func(string, Cell)) {
 	for k, c := range m {
-		if c.Expires <= now {
+		switch {
+		case c.Expires <= now:
 			delete(m, k)
+		case kept != nil:
+			kept(k, c)
 		}
 	}
 }

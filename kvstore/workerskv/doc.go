@@ -26,8 +26,17 @@
 // The result is exact within an isolate and eventually consistent across
 // isolates and locations, bounded by the list cache interval plus KV's
 // propagation delay. An isolate evicted before its trailing write loses at
-// most the last second of its counts. Strict global limits need the
-// DynamoDB store (or a Durable Object).
+// most the last second of its counts.
+//
+// Writes run in a request's background work, which the Worker cancels 30 s
+// after the request's response. A counter's writes therefore belong to one
+// request at a time, its Owner: they stop 25 s after it started, a request
+// that counts takes them over once the owner is 20 s old, and the isolate's
+// sweep (every 10 s, on any request) restarts a flush that stopped with
+// counts unwritten (after three failed writes, or out of time). Counts of a
+// stopped flush reach KV only if the isolate serves another request before
+// it is evicted. Strict global limits need the DynamoDB store (or a Durable
+// Object).
 //
 // Local is the local-scope counter store for limiter.Options.Local: a
 // kvstore.Conditional over the same isolate globals that never touches KV.

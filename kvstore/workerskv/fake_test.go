@@ -273,3 +273,43 @@ func maxPutsPerSecond(puts []putRecord) int {
 	}
 	return most
 }
+
+// requestLater is the Later of one Worker request (one Go instance of the
+// stock shim) whose background work the Worker cancels at deadline (30 s
+// after its response): a task due later than that never runs.
+func (s *sim) requestLater(deadline time.Time) func(time.Duration, func(context.Context)) {
+	return func(d time.Duration, task func(context.Context)) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		at := s.now.Add(d)
+		if at.After(deadline) {
+			return // waitUntil cancelled: the timer never fires
+		}
+		s.seq++
+		heap.Push(&s.events, event{at: at, seq: s.seq, task: task})
+	}
+}
+
+// request returns a Store of one request of the isolate g: its own Later,
+// whose work ends life after now, over the isolate's shared globals.
+func (s *sim) request(t *testing.T, kv KV, g *MemGlobals, life time.Duration) *Store {
+	t.Helper()
+	st, err := New(Options{KV: kv, Globals: g, Later: s.requestLater(s.Now().Add(life)), Now: s.Now})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return st
+}
+
+// slowKV runs during after each put, before the put returns: the requests
+// that arrive while a put is awaited.
+type slowKV struct {
+	*fakeKV
+	during func()
+}
+
+func (k slowKV) Put(ctx context.Context, key, value string, n int64, ttl time.Duration) error {
+	err := k.fakeKV.Put(ctx, key, value, n, ttl)
+	k.during()
+	return err
+}

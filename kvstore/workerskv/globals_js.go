@@ -46,7 +46,7 @@ func (c jsCells) Get(key string) (Cell, bool) {
 
 func (c jsCells) Set(key string, cell Cell) { c.m.Call("set", key, encodeCell(cell)) }
 
-func (c jsCells) Sweep(now int64) {
+func (c jsCells) Sweep(now int64, kept func(string, Cell)) {
 	entries := js.Global().Get("Array").Call("from", c.m.Call("entries"))
 	for i, n := 0, entries.Length(); i < n; i++ {
 		e := entries.Index(i)
@@ -54,8 +54,12 @@ func (c jsCells) Sweep(now int64) {
 		if v.Type() != js.TypeString {
 			continue
 		}
-		if cell, ok := decodeCell(v.String()); !ok || cell.Expires <= now {
+		cell, ok := decodeCell(v.String())
+		switch {
+		case !ok || cell.Expires <= now:
 			c.m.Call("delete", e.Index(0))
+		case kept != nil:
+			kept(e.Index(0).String(), cell)
 		}
 	}
 }

@@ -61,11 +61,11 @@ func SlotPrefix(id string, s kvstore.Slot) string {
 	return string(b)
 }
 
-// ttl returns the expirationTtl of a slot's key written at now: until the
-// slot stops being the previous bucket, rounded up to whole seconds, at
-// least MinTTL.
-func ttl(s kvstore.Slot, now time.Time) time.Duration {
-	d := s.Expires().Sub(now)
+// ttl returns the expirationTtl of a slot's key written at now: until
+// expires, when the slot stops being the previous bucket, rounded up to
+// whole seconds, at least MinTTL.
+func ttl(expires, now time.Time) time.Duration {
+	d := expires.Sub(now)
 	d = (d + time.Second - 1).Truncate(time.Second)
 	return max(d, MinTTL)
 }

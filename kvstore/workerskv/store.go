@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,15 +34,27 @@ const (
 const (
 	// staleBusy is when a flush or list marked in flight is presumed dead
 	// (its request was cancelled) and another request takes over. A Worker
-	// keeps a request's background work for at most 30 s.
+	// keeps a request's background work for at most 30 s after its
+	// response.
 	staleBusy = int64(30 * time.Second / time.Millisecond)
-	// sweepEvery is how often the isolate's expired cells are dropped.
+	// handoffAfter is how old the request running a counter's flushes (its
+	// Owner) must be before a newer request that counts takes the flushes
+	// over, so that under steady traffic they never outlive their request.
+	handoffAfter = int64(20 * time.Second / time.Millisecond)
+	// flushBudget is how long after its owner request started a flush may
+	// still start a write or a wait: the 5 s left of the 30 s the Worker
+	// grants are for the last write to finish. A flush that would run past
+	// it stops and leaves its counts to the next request (an Add of the
+	// counter, or the isolate's next sweep).
+	flushBudget = int64(25 * time.Second / time.Millisecond)
+	// sweepEvery is how often the isolate's expired cells are dropped and
+	// its stopped flushes restarted.
 	sweepEvery = int64(10 * time.Second / time.Millisecond)
 	// maxListPages bounds one refresh: 1,000 keys a page is far more
 	// isolates than one slot sees.
 	maxListPages = 10
 	// maxPutFailures is how many failed writes in a row a flush tries
-	// before it gives up until the next Add.
+	// before it stops until the next Add of the counter or the next sweep.
 	maxPutFailures = 3
 	// sweepKey is the cell that remembers the last sweep.
 	sweepKey = "sweep|"
@@ -68,7 +81,10 @@ type Options struct {
 	Globals Globals
 	// Later runs task in the background no earlier than d from now, keeping
 	// the request alive until it ends (waitUntil in the Worker). Required.
-	// The Store never waits on a timer in a request's path.
+	// The Store never waits on a timer in a request's path. Later may drop
+	// a task due more than 30 s after the request's start (the Worker
+	// cancels a request's background work 30 s after its response): the
+	// Store schedules none, and hands longer work to newer requests.
 	Later func(d time.Duration, task func(ctx context.Context))
 	// Now returns the current time. Nil means time.Now.
 	Now func() time.Time
@@ -149,8 +165,9 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 		prefixes[i] = SlotPrefix(id, sl)
 	}
 	var cold, stale []int
+	var rearm []string
 	s.g.Update(func(c Cells) {
-		sweep(c, ms)
+		rearm = s.sweep(c, ms)
 		for i, sl := range slots {
 			p := prefixes[i]
 			own, _ := c.Get(p + s.iso)
@@ -174,6 +191,7 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 			}
 		}
 	})
+	s.startFlushes(rearm, ms)
 	for _, i := range stale {
 		p, sl := prefixes[i], slots[i]
 		s.later(0, func(ctx context.Context) {
@@ -254,103 +272,146 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 
 // Add implements kvstore.Store: it adds to this isolate's totals at once,
 // with no wait between reading and writing them, and schedules their write
-// behind.
+// behind. The request that calls Add runs the writes of a counter when no
+// other request does, or when the one that does started more than
+// handoffAfter ago.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	if len(costs) != len(slots) {
 		return ErrLength
 	}
-	now := s.now()
-	ms := now.UnixMilli()
+	ms := s.now().UnixMilli()
 	keys := make([]string, len(slots))
 	for i, sl := range slots {
 		keys[i] = SlotPrefix(id, sl) + s.iso
 	}
-	var start [][2]int64 // slot index, wait in ms
+	var start []string
 	s.g.Update(func(c Cells) {
-		sweep(c, ms)
+		start = s.sweep(c, ms)
 		for i, sl := range slots {
 			cell, _ := c.Get(keys[i])
 			cell.N += costs[i]
 			cell.Expires = max(cell.Expires, sl.Expires().UnixMilli())
-			if cell.N != cell.Flushed && (cell.Busy == 0 || ms-cell.Busy >= staleBusy) {
-				cell.Busy = ms
-				start = append(start, [2]int64{int64(i), max(cell.At+s.flushMs-ms, 0)})
+			if canTakeOver(cell, ms) {
+				cell.Owner = ms
+				start = append(start, keys[i])
 			}
 			c.Set(keys[i], cell)
 		}
 	})
-	for _, st := range start {
-		key, sl := keys[st[0]], slots[st[0]]
-		s.later(time.Duration(st[1])*time.Millisecond, func(ctx context.Context) { s.flush(ctx, key, sl, 0) })
-	}
+	s.startFlushes(start, ms)
 	return nil
 }
 
-// flush writes the isolate's total of one slot if it changed, no sooner
-// than FlushInterval after the key's last write, and goes on until the
-// total written is the total counted.
-func (s *Store) flush(ctx context.Context, key string, sl kvstore.Slot, failures int) {
-	now := s.now()
-	ms := now.UnixMilli()
-	var total, wait int64
-	put := false
-	s.g.Update(func(c Cells) {
-		cell, ok := c.Get(key)
-		switch {
-		case !ok: // swept: the slot expired
-			return
-		case cell.N == cell.Flushed:
-			cell.Busy = 0
-		case ms < cell.At+s.flushMs:
-			wait, cell.Busy = cell.At+s.flushMs-ms, ms
-		default:
-			total, put = cell.N, true
-			cell.At, cell.Busy = ms, ms
-		}
-		c.Set(key, cell)
-	})
-	if !put && wait == 0 {
-		return
+// canTakeOver reports whether a request at ms should run the writes of a
+// counter: it has counts to write, no write of it is in flight, and no
+// request runs its writes or the one that does is old enough to hand off.
+func canTakeOver(c Cell, ms int64) bool {
+	return c.N != c.Flushed &&
+		(c.Owner == 0 || ms-c.Owner >= handoffAfter || ms < c.Owner) &&
+		(c.Busy == 0 || ms-c.Busy >= staleBusy || ms < c.Busy)
+}
+
+// startFlushes runs the writes of the counters keys, whose Owner the
+// calling request at ms has just become, in its background work.
+func (s *Store) startFlushes(keys []string, ms int64) {
+	for _, key := range keys {
+		s.later(0, func(ctx context.Context) { s.flush(ctx, key, ms, 0) })
 	}
-	if put {
-		err := s.kv.Put(ctx, key, strconv.FormatInt(total, 10), total, ttl(sl, now))
-		if err != nil {
-			failures++
-			s.log.Warn("workerskv: write failed", "key", key, "failures", failures, "err", err)
-		} else {
-			failures = 0
-		}
+}
+
+// flush writes the isolate's total of one counter while it differs from
+// the total last written, no sooner than FlushInterval after the key's last
+// write, for as long as the request that started at owner runs the
+// counter's writes and has time left (flushBudget). failures counts the
+// failed writes in a row so far.
+func (s *Store) flush(ctx context.Context, key string, owner int64, failures int) {
+	for {
+		var total, wait, at int64
+		var expires time.Time
+		put := false
 		s.g.Update(func(c Cells) {
 			cell, ok := c.Get(key)
-			if !ok {
+			if !ok || cell.Owner != owner { // swept, or handed off
 				return
 			}
-			if err == nil {
-				cell.Flushed = total
-			}
-			if cell.N == cell.Flushed || failures >= maxPutFailures {
-				cell.Busy = 0
-			} else {
-				ms := s.now().UnixMilli()
-				wait, cell.Busy = max(cell.At+s.flushMs-ms, 0), ms
-				put = false
+			ms := s.now().UnixMilli()
+			wait = max(cell.At+s.flushMs-ms, 0)
+			switch {
+			case cell.N == cell.Flushed:
+				cell.Owner, wait = 0, 0
+			case failures >= maxPutFailures || ms+wait-owner > flushBudget:
+				s.log.Warn("workerskv: write deferred to a later request", "key", key, "failures", failures)
+				cell.Owner, wait = 0, 0
+			case wait == 0:
+				total, put, expires, at = cell.N, true, time.UnixMilli(cell.Expires), ms
+				cell.At, cell.Busy = ms, ms
 			}
 			c.Set(key, cell)
 		})
-		if put {
+		if wait > 0 {
+			s.later(time.Duration(wait)*time.Millisecond, func(ctx context.Context) { s.flush(ctx, key, owner, failures) })
 			return
 		}
+		if !put {
+			return
+		}
+		failures = s.write(ctx, key, total, expires, at, failures)
 	}
-	s.later(time.Duration(wait)*time.Millisecond, func(ctx context.Context) { s.flush(ctx, key, sl, failures) })
+}
+
+// write puts a counter's total, started at (Unix ms), records it as
+// written when the put succeeds, and returns the failed writes in a row.
+func (s *Store) write(ctx context.Context, key string, total int64, expires time.Time, at int64, failures int) int {
+	err := s.kv.Put(ctx, key, strconv.FormatInt(total, 10), total, ttl(expires, time.UnixMilli(at)))
+	if err != nil {
+		failures++
+		s.log.Warn("workerskv: write failed", "key", key, "failures", failures, "err", err)
+	} else {
+		failures = 0
+	}
+	s.g.Update(func(c Cells) {
+		cell, ok := c.Get(key)
+		if !ok {
+			return
+		}
+		if cell.Busy == at {
+			cell.Busy = 0
+		}
+		if err == nil {
+			cell.Flushed = total
+		}
+		c.Set(key, cell)
+	})
+	return failures
 }
 
 // sweep drops expired cells every sweepEvery, and at once when the clock
-// went backwards.
-func sweep(c Cells, ms int64) {
+// went backwards. It returns the counters of this isolate whose writes it
+// has made the calling request at ms run (see canTakeOver): those a flush
+// stopped before writing everything, after failed writes or at the end of
+// its request's time.
+func (s *Store) sweep(c Cells, ms int64) []string {
+	var stopped []string
+	sweep(c, ms, func(key string, cell Cell) {
+		if strings.HasPrefix(key, KeyPrefix) && canTakeOver(cell, ms) {
+			stopped = append(stopped, key)
+		}
+	})
+	for _, key := range stopped {
+		cell, _ := c.Get(key)
+		cell.Owner = ms
+		c.Set(key, cell)
+	}
+	return stopped
+}
+
+// sweep drops expired cells every sweepEvery, and at once when the clock
+// went backwards, calling kept (when not nil) with each cell it keeps.
+func sweep(c Cells, ms int64, kept func(string, Cell)) {
 	last, _ := c.Get(sweepKey)
 	if ms-last.At < sweepEvery && ms >= last.At {
 		return
 	}
-	c.Sweep(ms)
+	c.Sweep(ms, kept)
 	c.Set(sweepKey, Cell{At: ms, Expires: math.MaxInt64})
 }

@@ -267,6 +267,10 @@ func TestEvictedIsolateLosesAtMostOneSecond(t *testing.T) {
 	}
 }
 
+// TestWriteFailuresAreRetried: a failed write is retried a second later;
+// after three failures in a row the flush stops, and the isolate's next
+// sweep (on a request for any client, at most 10 s later) or the counter's
+// next Add starts it again.
 func TestWriteFailuresAreRetried(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -275,7 +279,8 @@ func TestWriteFailuresAreRetried(t *testing.T) {
 	}{
 		{"one failure", 1, 10},
 		{"two failures", 2, 10},
-		{"gives up after three", 3, 0},
+		{"stops after three", 3, 0},
+		{"stops after three, fails again", 4, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -284,23 +289,30 @@ func TestWriteFailuresAreRetried(t *testing.T) {
 			kv.failPuts = tt.failures
 			iso := newIsolate(t, s, kv, "iso-a", Options{})
 			sl := minute(t0)
-			add := func(n int64) {
+			add := func(id string, n int64) {
 				t.Helper()
-				if err := iso.store.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{n}); err != nil {
+				if err := iso.store.Add(context.Background(), id, []kvstore.Slot{sl}, []int64{n}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			add(10)
+			held := func() int64 { return written(kv, "id", sl, "iso-a") }
+			add("id", 10)
 			s.drain(t)
-			got := kv.latest(SlotPrefix("id", sl))[SlotPrefix("id", sl)+"iso-a"]
-			if got != tt.wantFinal {
+			if got := held(); got != tt.wantFinal {
 				t.Errorf("KV holds %d, want %d", got, tt.wantFinal)
 			}
-			// The next Add flushes again, with the whole total.
-			add(1)
+			// Another client's request after a sweep interval restarts the
+			// stopped flush: the closed bucket's count is not lost.
+			s.advance(10 * time.Second)
+			add("other", 1)
 			s.drain(t)
-			if got, want := kv.latest(SlotPrefix("id", sl))[SlotPrefix("id", sl)+"iso-a"], int64(11); got != want {
-				t.Errorf("after one more add KV holds %d, want %d", got, want)
+			if got := held(); got != 10 {
+				t.Errorf("after the next sweep KV holds %d, want 10", got)
+			}
+			add("id", 1)
+			s.drain(t)
+			if got := held(); got != 11 {
+				t.Errorf("after one more add KV holds %d, want 11", got)
 			}
 			if most := maxPutsPerSecond(kv.putLog()); most > 1 {
 				t.Errorf("retries wrote one key %d times within a second", most)
@@ -547,7 +559,7 @@ func TestTTL(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := window.Index(t0, tt.length)
 			sl := kvstore.Slot{Name: "r", Bucket: b, Length: tt.length}
-			if got := ttl(sl, window.Start(b, tt.length).Add(tt.at)); got != tt.want {
+			if got := ttl(sl.Expires(), window.Start(b, tt.length).Add(tt.at)); got != tt.want {
 				t.Errorf("ttl = %s, want %s", got, tt.want)
 			}
 		})

@@ -1,0 +1,116 @@
+package workerskv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+)
+
+// requestLife is how long the Worker keeps a request's background work:
+// 30 s after its response, which the tests put at the request's start.
+const requestLife = 30 * time.Second
+
+// written returns what KV holds for the isolate's counter of sl.
+func written(kv *fakeKV, id string, sl kvstore.Slot, iso string) int64 {
+	return kv.latest(SlotPrefix(id, sl))[SlotPrefix(id, sl)+iso]
+}
+
+// TestSteadyLoadOutlivesARequest: 10 requests a second on one key for a
+// whole minute bucket, each its own Store (own Go instance, own 30 s of
+// background work) over the isolate's globals. The writes must move to
+// newer requests, so that every count reaches KV once the bucket closes,
+// with no key written twice in a second. Without a handoff the writes die
+// with the first request's background work, after about 30 s.
+func TestSteadyLoadOutlivesARequest(t *testing.T) {
+	tests := []struct {
+		name   string
+		during bool // a request arrives while each put is awaited
+	}{
+		{"fast puts", false},
+		{"a request during every put", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC) // a bucket's start
+			s := newSim(start)
+			fk := newFakeKV(s.Now, 0)
+			g := NewMemGlobals("iso-a")
+			sl := minute(start)
+			end := start.Add(59 * time.Second)
+			var total int64
+			var kv KV = fk
+			add := func() {
+				if err := s.request(t, kv, g, requestLife).Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{1}); err != nil {
+					t.Fatal(err)
+				}
+				total++
+			}
+			if tt.during {
+				kv = slowKV{fakeKV: fk, during: func() {
+					if s.Now().Before(end) {
+						add()
+					}
+				}}
+			}
+			for s.Now().Before(end) {
+				add()
+				s.advance(100 * time.Millisecond)
+			}
+			s.drain(t)
+			if got := written(fk, "id", sl, "iso-a"); got != total {
+				t.Errorf("KV holds %d of the isolate's %d counts of the closed bucket", got, total)
+			}
+			puts := fk.putLog()
+			if last := puts[len(puts)-1].at.Sub(start); last < 55*time.Second {
+				t.Errorf("last write %s into the bucket, want near its end (59 s)", last)
+			}
+			if most := maxPutsPerSecond(puts); most != 1 {
+				t.Errorf("most writes of one key within a second = %d, want 1", most)
+			}
+		})
+	}
+}
+
+// TestSweepRestartsWritesOfADeadRequest: the request that was to write a
+// counter's trailing count lost its background work (cancelled early), and
+// the counter's bucket gets no more traffic. The isolate's next sweep, on a
+// request for another client, writes the count.
+func TestSweepRestartsWritesOfADeadRequest(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	g := NewMemGlobals("iso-a")
+	sl := minute(t0)
+	ctx := context.Background()
+	// The first Add writes at once; the second's trailing write is due
+	// 1.05 s later, after the request's work was cancelled.
+	for range 2 {
+		if err := s.request(t, kv, g, 500*time.Millisecond).Add(ctx, "id", []kvstore.Slot{sl}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		s.advance(100 * time.Millisecond)
+	}
+	s.drain(t)
+	if got := written(kv, "id", sl, "iso-a"); got != 1 {
+		t.Fatalf("KV holds %d before the restart, want 1 (the trailing write never ran)", got)
+	}
+	tests := []struct {
+		after time.Duration // since the counter's writes started
+		want  int64
+	}{
+		{15 * time.Second, 1}, // its request may still be writing: no takeover
+		{25 * time.Second, 2}, // the next sweep, 10 s later
+	}
+	for _, tt := range tests {
+		s.run(t0.Add(tt.after))
+		other := s.request(t, kv, g, requestLife)
+		if err := other.Add(ctx, "other", []kvstore.Slot{sl}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		s.drain(t)
+		if got := written(kv, "id", sl, "iso-a"); got != tt.want {
+			t.Errorf("%s after: KV holds %d, want %d", tt.after, got, tt.want)
+		}
+	}
+}
