@@ -225,6 +225,21 @@ func (l Limit) Period() time.Duration {
 	return d
 }
 
+// LongestWindow returns the longest window of any plan limit or ip_limit:
+// how long a store must keep an identity's counters (DynamoDB's TTL).
+func (c *Config) LongestWindow() time.Duration {
+	var d time.Duration
+	for _, p := range c.Plans {
+		for _, l := range p.Limits {
+			d = max(d, l.Period())
+		}
+	}
+	for _, l := range c.IPLimits {
+		d = max(d, l.Period())
+	}
+	return d
+}
+
 // IsLocal reports whether the limit is counted in process memory only.
 func (l Limit) IsLocal() bool { return l.Scope == ScopeLocal }
 

@@ -63,7 +63,7 @@ func setup(ctx context.Context, getenv func(string) string) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}
-	store, err := dynamostore.New(client, table, dynamostore.MaxPeriodOf(cfg))
+	store, err := dynamostore.New(client, table, dynamostore.MaxPeriod(cfg.LongestWindow()))
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}

@@ -239,7 +239,7 @@ func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.S
 				return nil, err
 			}
 		}
-		return dynamostore.New(client, f.table, dynamostore.MaxPeriodOf(cfg))
+		return dynamostore.New(client, f.table, dynamostore.MaxPeriod(cfg.LongestWindow()))
 	}
 	return nil, fmt.Errorf("%w: --store %q: must be memory or dynamodb", errUsage, f.store)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
-	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/window"
 )
@@ -69,21 +68,6 @@ func MaxPeriod(d time.Duration) Option {
 			s.maxPeriod = d
 		}
 	}
-}
-
-// MaxPeriodOf is MaxPeriod of the longest window of cfg's plan limits and
-// ip_limits.
-func MaxPeriodOf(cfg *config.Config) Option {
-	var d time.Duration
-	for _, p := range cfg.Plans {
-		for _, l := range p.Limits {
-			d = max(d, l.Period())
-		}
-	}
-	for _, l := range cfg.IPLimits {
-		d = max(d, l.Period())
-	}
-	return MaxPeriod(d)
 }
 
 // CacheSize bounds the identities whose last seen counters the Store keeps.

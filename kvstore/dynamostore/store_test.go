@@ -422,7 +422,7 @@ func usesPlaceholder(expr, p string) bool {
 	}
 }
 
-// TestTTLFromMaxPeriod: with MaxPeriod (or MaxPeriodOf a configuration),
+// TestTTLFromMaxPeriod: with MaxPeriod (of a configuration's LongestWindow),
 // a write's TTL is at least the end of its bucket plus two such periods,
 // whatever the rules it writes; without, the written slots decide.
 func TestTTLFromMaxPeriod(t *testing.T) {
@@ -440,7 +440,7 @@ func TestTTLFromMaxPeriod(t *testing.T) {
 		{"none", nil, window.Start(b0+2, time.Minute)},
 		{"zero", []dynamostore.Option{dynamostore.MaxPeriod(0)}, window.Start(b0+2, time.Minute)},
 		{"one day", []dynamostore.Option{dynamostore.MaxPeriod(24 * time.Hour)}, end.Add(48 * time.Hour)},
-		{"of a configuration: ip_limits' week", []dynamostore.Option{dynamostore.MaxPeriodOf(cfg)}, end.Add(2 * 168 * time.Hour)},
+		{"of a configuration: ip_limits' week", []dynamostore.Option{dynamostore.MaxPeriod(cfg.LongestWindow())}, end.Add(2 * 168 * time.Hour)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
