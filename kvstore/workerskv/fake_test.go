@@ -18,6 +18,9 @@ type sim struct {
 	now    time.Time
 	seq    int
 	events eventHeap
+	// dropped counts the tasks a requestLater dropped: due after their
+	// request's background work was cancelled.
+	dropped int
 }
 
 type event struct {
@@ -283,6 +286,7 @@ func (s *sim) requestLater(deadline time.Time) func(time.Duration, func(context.
 		defer s.mu.Unlock()
 		at := s.now.Add(d)
 		if at.After(deadline) {
+			s.dropped++
 			return // waitUntil cancelled: the timer never fires
 		}
 		s.seq++

@@ -69,6 +69,9 @@ func TestSteadyLoadOutlivesARequest(t *testing.T) {
 			if most := maxPutsPerSecond(puts); most != 1 {
 				t.Errorf("most writes of one key within a second = %d, want 1", most)
 			}
+			if s.dropped != 0 {
+				t.Errorf("%d tasks scheduled past their request's end", s.dropped)
+			}
 		})
 	}
 }
@@ -112,5 +115,53 @@ func TestSweepRestartsWritesOfADeadRequest(t *testing.T) {
 		if got := written(kv, "id", sl, "iso-a"); got != tt.want {
 			t.Errorf("%s after: KV holds %d, want %d", tt.after, got, tt.want)
 		}
+	}
+}
+
+// TestFlushStopsWithinItsRequest: requests arrive only while a put is
+// awaited, so none can take the writes over (a put is in flight). The
+// owner's flush stops before its request's background work ends, scheduling
+// nothing that would never run; the isolate's next sweep writes the rest.
+func TestFlushStopsWithinItsRequest(t *testing.T) {
+	s := newSim(t0)
+	fk := newFakeKV(s.Now, 0)
+	g := NewMemGlobals("iso-a")
+	sl := minute(t0)
+	ctx := context.Background()
+	var total int64
+	var kv slowKV
+	add := func(id string) {
+		if err := s.request(t, kv, g, requestLife).Add(ctx, id, []kvstore.Slot{sl}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		if id == "id" {
+			total++
+		}
+	}
+	kv = slowKV{fakeKV: fk, during: func() {
+		if s.Now().Before(t0.Add(40 * time.Second)) {
+			add("id")
+		}
+	}}
+	add("id")
+	s.drain(t)
+	puts := fk.putLog()
+	if last := puts[len(puts)-1].at.Sub(t0); last > time.Duration(flushBudget)*time.Millisecond {
+		t.Errorf("last write %s after its request started, want within %s", last, time.Duration(flushBudget)*time.Millisecond)
+	}
+	if s.dropped != 0 {
+		t.Errorf("%d tasks scheduled past their request's end", s.dropped)
+	}
+	if got := written(fk, "id", sl, "iso-a"); got >= total {
+		t.Fatalf("KV holds %d of %d: the flush did not stop", got, total)
+	}
+	s.run(t0.Add(30 * time.Second))
+	add("other")
+	s.drain(t)
+	if got := written(fk, "id", sl, "iso-a"); got != total {
+		t.Errorf("after the next sweep KV holds %d, want %d", got, total)
+	}
+	if most := maxPutsPerSecond(fk.putLog()); most != 1 {
+		t.Errorf("most writes of one key within a second = %d, want 1", most)
 	}
 }
