@@ -293,12 +293,15 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 	if err := st.Load(ctx, id, slots, counts); err != nil {
 		return false, fmt.Errorf("limiter: load %d counters: %w", len(slots), err)
 	}
-	if !write || !sc.Admit(counts) {
-		// A denial on loaded counts is final: they are lower bounds.
-		return sc.Admit(counts), nil
+	// A denial on loaded counts is final: they are lower bounds.
+	if ok := sc.Admit(counts); !write || !ok {
+		return ok, nil
 	}
 	if st.cond == nil {
-		// No atomic admission: record behind the decision.
+		// No atomic admission: record behind the decision. The current
+		// slots are compacted to the front of sc.slots, over the layout
+		// slots aliases; slot 2k+1 is read before index k is written, and
+		// only counts is used afterwards.
 		for k := range sc.n {
 			sc.slots[k], sc.costs[k] = slots[2*k+1], sc.cost
 		}
