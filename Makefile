@@ -4,8 +4,14 @@ WRANGLER = npx --no-install wrangler
 
 .PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
 
+# The Worker's JSON parsing (JSON.parse through syscall/js) is tested in Node.
+WASM_EXEC = $$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec
+
 test:
-	$(GO) vet ./... && $(GO) test -race -count=1 ./... && cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+	$(GO) vet ./... && GOOS=js GOARCH=wasm $(GO) vet ./edge ./internal/jsonv \
+	&& $(GO) test -race -count=1 ./... \
+	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./config \
+	&& cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./window ./limiter ./kvstore/... && cd bench && $(GO) test -run '^$$' -bench . -benchmem ./...

@@ -5,13 +5,16 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
 // TestInvalidFixtures parses every testdata/invalid/NAME.json and expects
-// exactly the message in NAME.err.
+// exactly the message in NAME.err. Under GOOS=js, where JSON.parse reads
+// the document and words its own syntax errors, NAME.js.err holds the
+// start of the message instead, where there is one.
 func TestInvalidFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/invalid/*.json")
 	if err != nil {
@@ -34,6 +37,15 @@ func TestInvalidFixtures(t *testing.T) {
 			c, err := Parse(doc)
 			if err == nil {
 				t.Fatalf("Parse succeeded: %+v", c)
+			}
+			if prefix, jsErr := os.ReadFile(strings.TrimSuffix(f, ".json") + ".js.err"); jsErr == nil && runtime.GOOS == "js" {
+				if got, want := err.Error(), strings.TrimSpace(string(prefix)); !strings.HasPrefix(got, want) {
+					t.Errorf("error\n got %s\nwant %s...", got, want)
+				}
+				if !errors.Is(err, ErrSyntax) {
+					t.Errorf("error %v is not ErrSyntax", err)
+				}
+				return
 			}
 			if got, want := err.Error(), strings.TrimSpace(string(want)); got != want {
 				t.Errorf("error\n got %s\nwant %s", got, want)
@@ -154,6 +166,11 @@ func TestParseValid(t *testing.T) {
 		doc   string
 		check func(t *testing.T, c *Config)
 	}{
+		{"an integral number is an integer however written", `{"identity": {"ipv6_prefix": 48.0}, "ip_limits": [{"name": "s", "limit": 5e1, "window": "1s"}]}`, func(t *testing.T, c *Config) {
+			if c.Identity.IPv6Prefix != 48 || c.IPLimits[0].Limit != 50 {
+				t.Errorf("ipv6_prefix = %d, ip_limits[0].limit = %d; want 48, 50", c.Identity.IPv6Prefix, c.IPLimits[0].Limit)
+			}
+		}},
 		{"empty headers mean IP only", `{"identity": {"headers": []}}`, func(t *testing.T, c *Config) {
 			if c.Identity.Headers == nil || len(c.Identity.Headers) != 0 {
 				t.Errorf("headers = %#v, want empty non-nil", c.Identity.Headers)
@@ -311,4 +328,21 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkParse parses examples/config.json. The Worker does this on every
+// request (a fresh Go instance each), so run it in Wasm too:
+//
+//	GOOS=js GOARCH=wasm go test -run '^$' -bench Parse -exec "$(go env GOROOT)/lib/wasm/go_js_wasm_exec" ./config
+func BenchmarkParse(b *testing.B) {
+	doc, err := os.ReadFile("../examples/config.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -2,14 +2,13 @@ package config
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/slidegate/slidegate/internal/jsonv"
 )
 
 // MaxSize is the largest configuration Parse accepts, in bytes.
@@ -19,6 +18,10 @@ const MaxSize = 1 << 20
 // default filled in. Unknown fields are errors; every error names the field
 // path and the value (a *FieldError). Empty input (or only white space)
 // yields Default().
+//
+// Field names match exactly (encoding/json would also take "PLANS"), and a
+// number is an integer when it has an integral value (1, 1.0 and 1e0 are
+// the same number, as in JSON itself).
 func Parse(data []byte) (*Config, error) {
 	if len(data) > MaxSize {
 		return nil, &FieldError{Field: "(document)", Value: num(int64(len(data))) + " bytes", Err: because(ErrRange, "a configuration may have at most %d bytes", MaxSize)}
@@ -26,30 +29,16 @@ func Parse(data []byte) (*Config, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Default(), nil
 	}
-	// First pass: a generic tree, checked against the shape of Config so
-	// that unknown fields and wrong types are reported with their path,
-	// which encoding/json does not do.
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
+	tree, err := jsonv.Parse(data)
+	if err != nil {
 		return nil, syntaxError(data, err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: data after the top-level object")}
 	}
 	if _, ok := tree.(map[string]any); !ok {
 		return nil, &FieldError{Field: "(document)", Value: describe(tree), Err: because(ErrType, "must be a JSON object")}
 	}
-	if err := checkShape("", tree, reflect.TypeFor[Config]()); err != nil {
-		return nil, err
-	}
-	// Second pass: the real decode, strict as well.
 	var c Config
-	dec = json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+	if err := decode("", tree, reflect.ValueOf(&c).Elem()); err != nil {
+		return nil, err
 	}
 	c.fillDefaults()
 	if err := c.Validate(); err != nil {
@@ -58,18 +47,23 @@ func Parse(data []byte) (*Config, error) {
 	return &c, nil
 }
 
-// syntaxError turns a JSON decoding error into a FieldError with the line
-// and column.
+// syntaxError turns a JSON syntax error into a FieldError with the line and
+// column, where the parser gives an offset.
 func syntaxError(data []byte, err error) error {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		line, col := position(data, se.Offset)
-		return &FieldError{Field: fmt.Sprintf("line %d, column %d", line, col), Err: because(ErrSyntax, "invalid JSON: %v", err)}
+	se, ok := err.(*jsonv.SyntaxError) // not errors.As: it links reflectlite into the Worker
+	if !ok {
+		return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: %v", err)}
 	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+	switch {
+	case se.Offset >= int64(len(data)):
 		return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: unexpected end of input")}
+	case se.Msg == jsonv.Trailing:
+		return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: data after the top-level object")}
+	case se.Offset >= 0:
+		line, col := position(data, se.Offset)
+		return &FieldError{Field: fmt.Sprintf("line %d, column %d", line, col), Err: because(ErrSyntax, "invalid JSON: %s", se.Msg)}
 	}
-	return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: %v", err)}
+	return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: %s", se.Msg)}
 }
 
 func position(data []byte, off int64) (line, col int) {
@@ -80,15 +74,17 @@ func position(data []byte, off int64) (line, col int) {
 	return line, col
 }
 
-// checkShape reports the first field of v, in document order where JSON
-// keeps one, that t does not have or whose JSON type does not fit.
-func checkShape(path string, v any, t reflect.Type) error {
+// decode stores the JSON value v in dst, checked against dst's type: the
+// first field of v, in key order, that the type does not have or whose JSON
+// type does not fit is reported with its path.
+func decode(path string, v any, dst reflect.Value) error {
 	if v == nil {
 		return nil // null leaves the zero value, which validation judges
 	}
 	bad := func(want string) error {
 		return &FieldError{Field: pathOr(path), Value: describe(v), Err: because(ErrType, "must be %s", want)}
 	}
+	t := dst.Type()
 	switch t.Kind() {
 	case reflect.Struct:
 		m, ok := v.(map[string]any)
@@ -96,11 +92,11 @@ func checkShape(path string, v any, t reflect.Type) error {
 			return bad("an object")
 		}
 		for _, k := range sortedKeys(m) {
-			f, ok := fieldByTag(t, k)
+			i, ok := fieldByTag(t, k)
 			if !ok {
 				return &FieldError{Field: join(path, k), Err: because(ErrUnknownField, "unknown field (known: %s)", strings.Join(tags(t), ", "))}
 			}
-			if err := checkShape(join(path, k), m[k], f.Type); err != nil {
+			if err := decode(join(path, k), m[k], dst.Field(i)); err != nil {
 				return err
 			}
 		}
@@ -109,55 +105,67 @@ func checkShape(path string, v any, t reflect.Type) error {
 		if !ok {
 			return bad("an object")
 		}
+		out := reflect.MakeMapWithSize(t, len(m))
 		for _, k := range sortedKeys(m) {
 			at := join(path, k)
 			if path == "api_keys" {
 				at = keyField(k) // a raw key put there by mistake stays out of the error
 			}
-			if err := checkShape(at, m[k], t.Elem()); err != nil {
+			e := reflect.New(t.Elem()).Elem()
+			if err := decode(at, m[k], e); err != nil {
 				return err
 			}
+			out.SetMapIndex(reflect.ValueOf(k), e)
 		}
+		dst.Set(out)
 	case reflect.Slice:
 		a, ok := v.([]any)
 		if !ok {
 			return bad("an array")
 		}
+		out := reflect.MakeSlice(t, len(a), len(a))
 		for i, e := range a {
-			if err := checkShape(fmt.Sprintf("%s[%d]", path, i), e, t.Elem()); err != nil {
+			if err := decode(fmt.Sprintf("%s[%d]", path, i), e, out.Index(i)); err != nil {
 				return err
 			}
 		}
+		dst.Set(out)
 	case reflect.String:
-		if _, ok := v.(string); !ok {
+		s, ok := v.(string)
+		if !ok {
 			return bad("a string")
 		}
+		dst.SetString(s)
 	case reflect.Bool:
-		if _, ok := v.(bool); !ok {
+		b, ok := v.(bool)
+		if !ok {
 			return bad("true or false")
 		}
+		dst.SetBool(b)
 	case reflect.Int, reflect.Int64:
-		n, ok := v.(json.Number)
+		n, ok := v.(jsonv.Number)
 		if !ok {
 			return bad("an integer")
 		}
-		if _, err := strconv.ParseInt(n.String(), 10, 64); err != nil {
+		i, err := n.Int64()
+		if err != nil || dst.OverflowInt(i) {
 			return bad("an integer between -9223372036854775808 and 9223372036854775807")
 		}
+		dst.SetInt(i)
 	default:
 		return bad(t.Kind().String())
 	}
 	return nil
 }
 
-func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+// fieldByTag returns the index of the field of t tagged name.
+func fieldByTag(t reflect.Type, name string) (int, bool) {
 	for i := range t.NumField() {
-		f := t.Field(i)
-		if tagName(f) == name {
-			return f, true
+		if tagName(t.Field(i)) == name {
+			return i, true
 		}
 	}
-	return reflect.StructField{}, false
+	return 0, false
 }
 
 func tags(t reflect.Type) []string {
@@ -206,8 +214,8 @@ func describe(v any) string {
 		return "null"
 	case string:
 		return quote(v)
-	case json.Number:
-		return v.String()
+	case jsonv.Number:
+		return string(v)
 	case bool:
 		return strconv.FormatBool(v)
 	case []any:

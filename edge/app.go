@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -14,7 +12,9 @@ import (
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/internal/jsonv"
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
 
 // Names of the Worker's bindings and variables (wrangler.toml).
@@ -44,8 +44,17 @@ type deps struct {
 	Local     kvstore.Conditional
 	Transport http.RoundTripper // the fetch client's, for the origin
 	Now       func() time.Time
-	Logger    *slog.Logger
+	Logger    logger
 	Debug     *debug // nil unless env.Debug
+}
+
+// logger is what the Worker logs through: jsonlog's JSON lines on the
+// console (log/slog would add a twentieth to the bundle); *slog.Logger in
+// tests.
+type logger interface {
+	httpapi.Logger
+	workerskv.Logger
+	Error(msg string, args ...any)
 }
 
 // newHandler builds the Worker's handler: httpapi in front of the origin.
@@ -85,7 +94,7 @@ func clientIP(r *http.Request) (netip.Addr, bool) {
 
 // failed answers every request with a 500 naming the setup error: a Worker
 // with a broken configuration should say why, not crash.
-func failed(err error, log *slog.Logger) http.Handler {
+func failed(err error, log logger) http.Handler {
 	log.Error("edge: setup failed", "err", err)
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		writeProblem(w, http.StatusInternalServerError, "slidegate is misconfigured", err.Error())
@@ -96,7 +105,14 @@ func writeProblem(w http.ResponseWriter, status int, title, detail string) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": title, "status": status, "detail": detail})
+	var e jsonv.Encoder
+	e.BeginObject()
+	e.String("type", "about:blank")
+	e.String("title", title)
+	e.Int("status", int64(status))
+	e.String("detail", detail)
+	e.EndObject()
+	_, _ = w.Write(append(e.Bytes(), '\n'))
 }
 
 // originHandler returns the handler admitted requests go to: nil for the

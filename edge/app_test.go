@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -274,4 +277,24 @@ func (listedKV) List(_ context.Context, _, cursor string) (workerskv.Page, error
 		return workerskv.Page{Keys: []workerskv.Key{{Name: "a", N: 1}, {Name: "b", N: 2}}, Cursor: "b"}, nil
 	}
 	return workerskv.Page{Keys: []workerskv.Key{{Name: "c", N: 3}}, Done: true}, nil
+}
+
+// TestWorkerBuildLeavesOutHeavyPackages guards the bundle size: these
+// packages would add about 100 KiB of gzip to the Worker (docs/edge.md).
+func TestWorkerBuildLeavesOutHeavyPackages(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", ".")
+	cmd.Env = append(os.Environ(), "GOOS=js", "GOARCH=wasm")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, heavy := range []string{"encoding/json", "log/slog", "github.com/aws/aws-sdk-go-v2/service/dynamodb"} {
+		if slices.Contains(deps, heavy) {
+			t.Errorf("the Worker build imports %s", heavy)
+		}
+	}
+	if !slices.Contains(deps, "github.com/slidegate/slidegate/internal/jsonv") {
+		t.Error("go list did not list the Worker's own packages")
+	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"runtime"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/jsonv"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
 
@@ -85,6 +85,32 @@ type debugReport struct {
 	Keys   []workerskv.Key `json:"keys,omitempty"` // ?list=prefix
 }
 
+func (rep *debugReport) encode(e *jsonv.Encoder) {
+	e.BeginObject()
+	e.Key("events")
+	e.BeginArray()
+	for _, ev := range rep.Events {
+		e.BeginObject()
+		e.String("op", ev.Op)
+		e.String("key", ev.Key)
+		e.Int("at", ev.At)
+		e.EndObject()
+	}
+	e.EndArray()
+	if len(rep.Keys) > 0 {
+		e.Key("keys")
+		e.BeginArray()
+		for _, k := range rep.Keys {
+			e.BeginObject()
+			e.String("Name", k.Name)
+			e.Int("N", k.N)
+			e.EndObject()
+		}
+		e.EndArray()
+	}
+	e.EndObject()
+}
+
 func (d *debug) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != debugPath {
@@ -107,7 +133,9 @@ func (d *debug) wrap(h http.Handler) http.Handler {
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(rep)
+		var e jsonv.Encoder
+		rep.encode(&e)
+		_, _ = w.Write(append(e.Bytes(), '\n'))
 	})
 }
 

@@ -4,12 +4,12 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/jsonlog"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 	"github.com/syumai/workers"
 	"github.com/syumai/workers/cloudflare"
@@ -34,7 +34,10 @@ func serve() {
 			task(context.Background())
 		})
 	}
-	workers.ServeNonBlock(build(later))
+	// A handler of a concrete type, so the compiler sees it is not nil and
+	// drops ServeNonBlock's fallback to http.DefaultServeMux, which would
+	// link ServeMux and its routing (about 50 KB of Wasm).
+	workers.ServeNonBlock(http.HandlerFunc(build(later).ServeHTTP))
 	workers.Ready()
 	<-workers.Done()
 	wg.Wait()
@@ -43,7 +46,7 @@ func serve() {
 // build reads the Worker's variables and bindings and returns its handler,
 // or one that reports why there is none.
 func build(later func(time.Duration, func(context.Context))) http.Handler {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := jsonlog.New(os.Stderr, nil) // the Workers console stamps each line
 	e := env{
 		Config: cloudflare.Getenv(varConfig),
 		Origin: cloudflare.Getenv(varOrigin),

@@ -31,11 +31,10 @@ import (
 // CI=true when wrangler is missing and skip otherwise.
 
 // maxBundleGzip bounds the gzip size of the deployed bundle, as wrangler
-// reports it. The target is 1.7 MiB and the bundle is 1.90 MiB: about 215
-// KiB of it is encoding/json and log/slog from config and httpapi. Until
-// those leave the Worker build this bound only guards against growth; it is
-// not the target (docs/edge.md).
-const maxBundleGzip = 2 << 20
+// reports it: the target, 1.7 MiB. A stock syumai hello world is
+// about 1.42 MiB; the Worker keeps encoding/json and log/slog out
+// (internal/jsonv, internal/jsonlog) to fit.
+const maxBundleGzip = 17 << 20 / 10
 
 // API keys of the "bulk" and the "steady" plans of testConfig.
 const (

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/jsonv"
 )
 
 // MaxCheckBody is the largest POST /v1/check body, in bytes.
@@ -77,13 +78,58 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	if len(data) > MaxCheckBody {
 		return req, &fieldError{"(body)", fmt.Sprintf("larger than %d bytes", MaxCheckBody)}
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, jsonFieldError(err)
+	tree, err := jsonv.Parse(data)
+	if err != nil {
+		if len(bytes.TrimSpace(data)) == 0 {
+			return req, &fieldError{"(body)", "is empty: send {\"key\": \"...\"}"}
+		}
+		se, ok := err.(*jsonv.SyntaxError) // not errors.As: it links reflectlite into the Worker
+		switch {
+		case !ok:
+		case se.Offset >= int64(len(data)):
+			return req, &fieldError{"(body)", "ends in the middle of the JSON"}
+		case se.Msg == jsonv.Trailing:
+			return req, &fieldError{"(body)", "must hold one JSON object and nothing after it"}
+		case se.Offset >= 0:
+			return req, &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Msg)}
+		}
+		return req, &fieldError{"(body)", "invalid JSON: " + err.Error()}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return req, &fieldError{"(body)", "must hold one JSON object and nothing after it"}
+	obj, ok := tree.(map[string]any)
+	if !ok {
+		return req, &fieldError{"(body)", "must be a JSON object"}
+	}
+	for _, k := range sortedKeys(obj) {
+		switch v := obj[k]; k {
+		case "key", "plan":
+			s, ok := v.(string)
+			if !ok && v != nil {
+				return req, &fieldError{k, "must be a string, got JSON " + jsonType(v)}
+			}
+			if k == "key" {
+				req.Key = s
+			} else {
+				req.Plan = s
+			}
+		case "cost":
+			if v == nil {
+				continue
+			}
+			n, ok := v.(jsonv.Number)
+			if !ok {
+				return req, &fieldError{k, "must be an integer, got JSON " + jsonType(v)}
+			}
+			c, err := n.Int64()
+			if err != nil {
+				return req, &fieldError{k, "must be an integer, got JSON number " + string(n)}
+			}
+			req.Cost = &c
+		default:
+			if k == "" {
+				k = `""`
+			}
+			return req, &fieldError{k, "unknown field (known: key, plan, cost)"}
+		}
 	}
 	switch {
 	case req.Key == "":
@@ -96,39 +142,62 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	return req, nil
 }
 
-func jsonFieldError(err error) *fieldError {
-	var te *json.UnmarshalTypeError
-	var se *json.SyntaxError
-	switch {
-	case errors.As(err, &te) && te.Field != "":
-		return &fieldError{te.Field, fmt.Sprintf("must be %s, got JSON %s", jsonKind(te.Type.String()), te.Value)}
-	case errors.As(err, &te):
-		return &fieldError{"(body)", "must be a JSON object"}
-	case errors.As(err, &se):
-		return &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)}
-	case errors.Is(err, io.EOF):
-		return &fieldError{"(body)", "is empty: send {\"key\": \"...\"}"}
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return &fieldError{"(body)", "ends in the middle of the JSON"}
+// jsonType names the JSON type of a parsed value.
+func jsonType(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case jsonv.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
 	}
-	// encoding/json reports unknown fields as `json: unknown field "x"`.
-	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		if name = strings.Trim(name, `"`); name == "" {
-			name = `""`
-		}
-		return &fieldError{name, "unknown field (known: key, plan, cost)"}
-	}
-	return &fieldError{"(body)", err.Error()}
+	return "null"
 }
 
-func jsonKind(goType string) string {
-	switch goType {
-	case "string":
-		return "a string"
-	case "int64", "*int64":
-		return "an integer"
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	return goType
+	slices.Sort(keys) // the same body always reports the same error
+	return keys
+}
+
+func (c *checkResponse) encode(e *jsonv.Encoder) {
+	e.BeginObject()
+	e.Bool("allowed", c.Allowed)
+	e.Int("limit", c.Limit)
+	e.Int("remaining", c.Remaining)
+	e.Int("reset_after_ms", c.ResetAfterMS)
+	e.Int("retry_after_ms", c.RetryAfterMS)
+	e.String("policy", c.Policy)
+	e.String("plan", c.Plan)
+	e.Key("rules")
+	e.BeginArray()
+	for _, r := range c.Rules {
+		e.BeginObject()
+		e.String("name", r.Name)
+		e.Bool("allowed", r.Allowed)
+		e.Int("limit", r.Limit)
+		e.Int("window_s", r.WindowS)
+		e.Int("remaining", r.Remaining)
+		e.Int("reset_after_ms", r.ResetAfterMS)
+		e.Int("retry_after_ms", r.RetryAfterMS)
+		e.EndObject()
+	}
+	e.EndArray()
+	if c.ShadowDenied {
+		e.Bool("shadow_denied", true)
+	}
+	if c.StoreError {
+		e.Bool("store_error", true)
+	}
+	e.EndObject()
 }
 
 // authorized reports whether the request carries the check token, compared
@@ -198,7 +267,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 	h.decide(r.Context(), now, "", nil, id, p, cost, v)
 	if v.err != nil {
 		if h.storeError(w, r, v.err, id, p) {
-			writeJSON(w, http.StatusOK, "application/json", checkResponse{Allowed: true, Plan: p.name, Rules: []checkRule{}, StoreError: true})
+			writeJSON(w, http.StatusOK, "application/json", &checkResponse{Allowed: true, Plan: p.name, Rules: []checkRule{}, StoreError: true})
 		}
 		return
 	}
@@ -233,5 +302,5 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set(ShadowHeader, "denied")
 		}
 	}
-	writeJSON(w, http.StatusOK, "application/json", resp)
+	writeJSON(w, http.StatusOK, "application/json", &resp)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/internal/jsonlog"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/limiter"
 	"github.com/slidegate/slidegate/window"
@@ -58,9 +58,18 @@ type Options struct {
 	ClientIP func(*http.Request) (netip.Addr, bool)
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
-	// Logger receives a JSON line per denied request and per store error.
-	// Nil means JSON to standard error.
-	Logger *slog.Logger
+	// Logger receives a record per denied request and per store error.
+	// Nil means JSON lines on standard error, shaped as slog's JSONHandler
+	// writes them.
+	Logger Logger
+}
+
+// Logger is what a Handler logs through. *slog.Logger is one; the
+// interface keeps log/slog out of the Worker's Wasm bundle.
+type Logger interface {
+	InfoContext(ctx context.Context, msg string, args ...any)
+	WarnContext(ctx context.Context, msg string, args ...any)
+	ErrorContext(ctx context.Context, msg string, args ...any)
 }
 
 // Handler is the pre-filter, the check API and the health check. It is safe
@@ -70,7 +79,7 @@ type Handler struct {
 	next     http.Handler
 	clientIP func(*http.Request) (netip.Addr, bool)
 	now      func() time.Time
-	log      *slog.Logger
+	log      Logger
 
 	timeout     time.Duration
 	inMemory    bool // both stores are the limiter's own memory stores
@@ -147,7 +156,7 @@ func New(o Options) (*Handler, error) {
 		h.now = time.Now
 	}
 	if h.log == nil {
-		h.log = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+		h.log = jsonlog.New(os.Stderr, time.Now)
 	}
 	for _, name := range cfg.Identity.Headers {
 		h.keyHeaders = append(h.keyHeaders, textproto.CanonicalMIMEHeaderKey(name))
@@ -351,14 +360,14 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 	// Backend errors may quote the identity; the full hash stays out of
 	// logs like the key itself.
 	msg := strings.ReplaceAll(err.Error(), id, redact(id))
-	h.log.LogAttrs(r.Context(), slog.LevelWarn, "store error",
-		slog.String("error", msg),
-		slog.Bool("timeout", errors.Is(err, context.DeadlineExceeded)),
-		slog.String("action", action),
-		slog.String("identity", redact(id)),
-		slog.String("plan", p.name),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+	h.log.WarnContext(r.Context(), "store error",
+		"error", msg,
+		"timeout", errors.Is(err, context.DeadlineExceeded),
+		"action", action,
+		"identity", redact(id),
+		"plan", p.name,
+		"method", r.Method,
+		"path", r.URL.Path,
 	)
 	if deny {
 		w.Header().Set(StoreHeader, StoreErrorDenied)
@@ -371,17 +380,17 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 
 func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *verdict) {
 	d := v.deciding
-	h.log.LogAttrs(r.Context(), slog.LevelInfo, "denied",
-		slog.String("identity", redact(id)),
-		slog.String("plan", p.name),
-		slog.String("rule", d.Rule),
-		slog.Int64("limit", d.Limit),
-		slog.Int64("cost", cost),
-		slog.Int64("retry_after_ms", ceilDiv(d.RetryAfter, time.Millisecond)),
-		slog.Bool("shadow", h.shadow),
-		slog.Bool("cached", v.cached),
-		slog.String("method", r.Method),
-		slog.String("path", r.URL.Path),
+	h.log.InfoContext(r.Context(), "denied",
+		"identity", redact(id),
+		"plan", p.name,
+		"rule", d.Rule,
+		"limit", d.Limit,
+		"cost", cost,
+		"retry_after_ms", ceilDiv(d.RetryAfter, time.Millisecond),
+		"shadow", h.shadow,
+		"cached", v.cached,
+		"method", r.Method,
+		"path", r.URL.Path,
 	)
 }
 

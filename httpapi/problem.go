@@ -1,12 +1,12 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/jsonv"
 	"github.com/slidegate/slidegate/window"
 )
 
@@ -43,13 +43,55 @@ type tooMany struct {
 	UpgradeURL       string   `json:"upgrade_url,omitempty"`
 }
 
-func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		// Only plain structs of strings and numbers get here.
-		body = []byte(`{"status":500}`)
-		status = http.StatusInternalServerError
+// encoder is a body that writes itself. The bodies are written by hand
+// rather than by encoding/json, which would add a tenth to the Worker's
+// Wasm bundle; TestBodiesLikeEncodingJSON holds each writer to the output
+// json.Marshal gives for its struct, tags included.
+type encoder interface {
+	encode(e *jsonv.Encoder)
+}
+
+func (p *problem) encode(e *jsonv.Encoder) {
+	e.BeginObject()
+	e.String("type", p.Type)
+	e.String("title", p.Title)
+	e.Int("status", int64(p.Status))
+	e.String("detail", p.Detail)
+	if len(p.InvalidParams) > 0 {
+		e.Key("invalid-params")
+		e.BeginArray()
+		for _, ip := range p.InvalidParams {
+			e.BeginObject()
+			e.String("name", ip.Name)
+			e.String("reason", ip.Reason)
+			e.EndObject()
+		}
+		e.EndArray()
 	}
+	e.EndObject()
+}
+
+func (t *tooMany) encode(e *jsonv.Encoder) {
+	e.BeginObject()
+	e.String("type", t.Type)
+	e.String("title", t.Title)
+	e.Int("status", int64(t.Status))
+	e.String("detail", t.Detail)
+	e.Strings("violated-policies", t.ViolatedPolicies)
+	e.Int("limit", t.Limit)
+	e.Int("remaining", t.Remaining)
+	e.Int("retry_after_ms", t.RetryAfterMS)
+	e.String("plan", t.Plan)
+	if t.UpgradeURL != "" {
+		e.String("upgrade_url", t.UpgradeURL)
+	}
+	e.EndObject()
+}
+
+func writeJSON(w http.ResponseWriter, status int, contentType string, v encoder) {
+	var e jsonv.Encoder
+	v.encode(&e)
+	body := e.Bytes()
 	hd := w.Header()
 	hd.Set("Content-Type", contentType)
 	hd.Set("Cache-Control", "no-store")
@@ -61,7 +103,7 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
 // writeProblem answers a problem of type about:blank, whose title is the
 // status text.
 func writeProblem(w http.ResponseWriter, status int, detail string, params []invalidParam) {
-	writeJSON(w, status, "application/problem+json", problem{
+	writeJSON(w, status, "application/problem+json", &problem{
 		Type:          "about:blank",
 		Title:         http.StatusText(status),
 		Status:        status,
@@ -90,7 +132,7 @@ func writeTooMany(w http.ResponseWriter, p *plan, v *verdict) {
 			body.ViolatedPolicies = append(body.ViolatedPolicies, r.Rule)
 		}
 	}
-	writeJSON(w, http.StatusTooManyRequests, "application/problem+json", body)
+	writeJSON(w, http.StatusTooManyRequests, "application/problem+json", &body)
 }
 
 func detail(d window.Decision) string {

@@ -1,10 +1,13 @@
 package httpapi
 
 import (
-	"log/slog"
+	"context"
+	"io"
+	stdlog "log"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -13,19 +16,19 @@ import (
 // pre-filter: requests go to target with X-Forwarded-For, -Host and -Proto
 // set, connections to the origin are kept alive, and an unreachable origin
 // is a 502 problem+json (logged). The proxy's other complaints (a response
-// body cut short) go to log too, as JSON lines at level WARN, not to the
-// standard logger. A nil log discards them.
-func NewProxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
+// body cut short) go to log too, at level WARN, not to the standard
+// logger. A nil log discards them.
+func NewProxy(target *url.URL, log Logger) *httputil.ReverseProxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 1024
 	tr.IdleConnTimeout = 90 * time.Second
-	h := slog.DiscardHandler
+	errorLog := stdlog.New(io.Discard, "", 0)
 	if log != nil {
-		h = log.Handler()
+		errorLog = stdlog.New(warnWriter{log}, "", 0)
 	}
 	return &httputil.ReverseProxy{
-		ErrorLog: slog.NewLogLogger(h, slog.LevelWarn),
+		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.SetXForwarded()
@@ -34,12 +37,19 @@ func NewProxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if log != nil {
-				log.LogAttrs(r.Context(), slog.LevelError, "origin error",
-					slog.String("error", err.Error()), slog.String("method", r.Method), slog.String("path", r.URL.Path))
+				log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
 			}
 			writeProblem(w, http.StatusBadGateway, "the origin did not answer", nil)
 		},
 	}
+}
+
+// warnWriter turns the lines of a standard logger into WARN records.
+type warnWriter struct{ log Logger }
+
+func (w warnWriter) Write(p []byte) (int, error) {
+	w.log.WarnContext(context.Background(), strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
 }
 
 // bufferPool recycles the proxy's copy buffers: without it every proxied

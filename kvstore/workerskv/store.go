@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -95,8 +94,17 @@ type Options struct {
 	// means DefaultPrevInterval.
 	PrevInterval time.Duration
 	// Logger receives background write and list failures. Nil discards them.
-	Logger *slog.Logger
+	Logger Logger
 }
+
+// Logger is what a Store logs through; *slog.Logger is one.
+type Logger interface {
+	Warn(msg string, args ...any)
+}
+
+type discard struct{}
+
+func (discard) Warn(string, ...any) {}
 
 // Store is the Workers KV counter store (see the package doc). It is safe
 // for concurrent use; many Stores may share one Globals, as the per-request
@@ -110,7 +118,7 @@ type Store struct {
 	listMs  int64
 	prevMs  int64
 	flushMs int64
-	log     *slog.Logger
+	log     Logger
 }
 
 var _ kvstore.Store = (*Store)(nil)
@@ -135,7 +143,7 @@ func New(o Options) (*Store, error) {
 		s.now = time.Now
 	}
 	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
+		s.log = discard{}
 	}
 	return s, nil
 }

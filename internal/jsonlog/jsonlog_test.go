@@ -1,0 +1,63 @@
+package jsonlog_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/jsonlog"
+)
+
+// TestLikeSlog writes the same records through jsonlog and slog's
+// JSONHandler and expects the same JSON members.
+func TestLikeSlog(t *testing.T) {
+	records := [][]any{
+		{"identity", "k:abcd…", "limit", int64(60), "cost", 5, "shadow", false, "cached", true},
+		{"error", errors.New(`dial "x": refused`), "timeout", 50 * time.Millisecond, "addr", netip.MustParseAddr("10.0.0.1")},
+		{"odd"},
+		{"path", "/v1/<search>&\u2028", "n", int32(-3), "nothing", nil},
+	}
+	for _, args := range records {
+		var mine, theirs bytes.Buffer
+		jsonlog.New(&mine, nil).Warn("store error", args...)
+		noTime := func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{}
+			}
+			return a
+		}
+		slog.New(slog.NewJSONHandler(&theirs, &slog.HandlerOptions{ReplaceAttr: noTime})).Warn("store error", args...)
+		var got, want map[string]any
+		if err := json.Unmarshal(mine.Bytes(), &got); err != nil {
+			t.Fatalf("jsonlog wrote %q: %v", mine.String(), err)
+		}
+		if err := json.Unmarshal(theirs.Bytes(), &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("jsonlog: %s\n   slog: %s", mine.String(), theirs.String())
+		}
+		if !strings.HasSuffix(mine.String(), "}\n") || strings.Count(mine.String(), "\n") != 1 {
+			t.Errorf("not one line: %q", mine.String())
+		}
+	}
+}
+
+func TestTime(t *testing.T) {
+	var buf bytes.Buffer
+	at := time.Date(2026, 11, 22, 4, 5, 6, 789_000_000, time.FixedZone("x", 3600))
+	l := jsonlog.New(&buf, func() time.Time { return at })
+	l.Info("hello")
+	l.Error("bye", "n", 1)
+	want := `{"time":"2026-11-22T03:05:06.789Z","level":"INFO","msg":"hello"}` + "\n" +
+		`{"time":"2026-11-22T03:05:06.789Z","level":"ERROR","msg":"bye","n":1}` + "\n"
+	if got := buf.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}

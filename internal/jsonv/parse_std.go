@@ -1,0 +1,59 @@
+//go:build !js
+
+package jsonv
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"strconv"
+)
+
+func parse(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &se):
+			return nil, &SyntaxError{Offset: se.Offset, Msg: se.Error()}
+		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, &SyntaxError{Offset: int64(len(data)), Msg: "unexpected end of JSON input"}
+		}
+		return nil, &SyntaxError{Offset: -1, Msg: err.Error()}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &SyntaxError{Offset: dec.InputOffset(), Msg: Trailing}
+	}
+	return numbers(v), nil
+}
+
+// integral reads an integral number written with a fraction or an
+// exponent.
+func integral(n Number) (int64, bool) {
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+		return 0, false
+	}
+	return int64(f), true
+}
+
+// numbers replaces every json.Number in v with a Number.
+func numbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		return Number(v)
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+	}
+	return v
+}
