@@ -3,14 +3,17 @@
 //
 // Parse uses encoding/json natively and the JavaScript engine's JSON.parse
 // under GOOS=js, where encoding/json (and its reflection tables) would add
-// about a tenth to the Worker bundle and parse several times slower. Both
-// yield the same values: map[string]any, []any, string, Number, bool and
-// nil. Validation (which fields exist, which types they take) belongs to the
-// caller, which can then name the field path of every error.
+// about a tenth to the Worker bundle. Both yield the same values
+// (FuzzParsersAgree, run in Node by make test): map[string]any, []any,
+// string, Number, bool and nil. Validation (which fields exist, which types
+// they take) belongs to the caller, which can then name the field path of
+// every error.
 package jsonv
 
 import (
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // MaxDepth is how deeply Parse lets arrays and objects nest.
@@ -26,7 +29,8 @@ type Number string
 
 // Int64 returns n as an integer, or an error when it is not one or does not
 // fit. Integral numbers written with a fraction or an exponent (1.0, 1e3)
-// are integers too, below 2^53 in magnitude, as they are to JSON.parse.
+// are integers too, below 2^53 in magnitude (where float64 is exact), as
+// they are to JavaScript.
 func (n Number) Int64() (int64, error) {
 	i, err := strconv.ParseInt(string(n), 10, 64)
 	if err == nil {
@@ -54,8 +58,13 @@ func (e *SyntaxError) Error() string { return e.Msg }
 
 // Parse decodes data, which must hold exactly one JSON value (surrounded by
 // white space at most) nested at most MaxDepth deep. Errors are
-// *SyntaxError, never wrapped.
+// *SyntaxError, never wrapped. The document must be UTF-8, and a \u escape
+// of a UTF-16 surrogate must be one of a pair: the two parsers would make
+// different strings of either.
 func Parse(data []byte) (any, error) {
+	if err := checkText(data); err != nil {
+		return nil, err
+	}
 	v, err := parse(data)
 	if err != nil {
 		return nil, err
@@ -83,4 +92,39 @@ func depth(v any, d int) int {
 		}
 	}
 	return most
+}
+
+// checkText rejects invalid UTF-8 and lone surrogate escapes. Outside
+// strings a valid document has no backslash, so the scan need not track
+// where strings are.
+func checkText(data []byte) error {
+	if !utf8.Valid(data) {
+		return &SyntaxError{Offset: -1, Msg: "invalid UTF-8"}
+	}
+	for i := 0; i < len(data); i++ {
+		if data[i] != '\\' {
+			continue
+		}
+		r, ok := escapedRune(data, i)
+		if !ok || !utf16.IsSurrogate(r) {
+			i++ // skip the escaped character
+			continue
+		}
+		low, ok := escapedRune(data, i+6)
+		if r < 0xdc00 && ok && low >= 0xdc00 && low <= 0xdfff {
+			i += 11 // a pair
+			continue
+		}
+		return &SyntaxError{Offset: int64(i), Msg: "lone UTF-16 surrogate escape " + string(data[i:i+6])}
+	}
+	return nil
+}
+
+// escapedRune reads a \uXXXX escape at data[i:].
+func escapedRune(data []byte, i int) (rune, bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+	return rune(n), err == nil
 }

@@ -18,6 +18,7 @@ func TestParse(t *testing.T) {
 		{`{}`, map[string]any{}},
 		{` {"a": [1, -2.5, "x", true, false, null, {}]} `, map[string]any{"a": []any{jsonv.Number("1"), jsonv.Number("-2.5"), "x", true, false, nil, map[string]any{}}}},
 		{`"é\u00e9\n"`, "éé\n"},
+		{`"\ud83d\ude00 \\ud800"`, "😀 \\ud800"},
 		{`[]`, []any{}},
 		{`{"a": 1, "a": 2}`, map[string]any{"a": jsonv.Number("2")}}, // the last duplicate wins, as in JSON.parse
 		{`999999999999999`, jsonv.Number("999999999999999")},
@@ -37,7 +38,7 @@ func TestParse(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	deep := strings.Repeat("[", jsonv.MaxDepth+1) + strings.Repeat("]", jsonv.MaxDepth+1)
-	for _, in := range []string{``, ` `, `{`, `{"a":}`, `{"a":1}x`, `{} {}`, `nul`, `'a'`, `{a:1}`, `[1,]`, deep} {
+	for _, in := range []string{"\"\xff\"", `"\ud800"`, `"\udc00\ud800"`, `["\ud83d"]`, ``, ` `, `{`, `{"a":}`, `{"a":1}x`, `{} {}`, `nul`, `'a'`, `{a:1}`, `[1,]`, deep} {
 		v, err := jsonv.Parse([]byte(in))
 		var se *jsonv.SyntaxError
 		if !errors.As(err, &se) || se.Msg == "" {

@@ -69,8 +69,14 @@ func fromJS(v js.Value, d int) (any, error) {
 	case js.TypeNumber:
 		// Integers as decimal digits, which Number.Int64 reads without
 		// strconv's float code; other numbers as JavaScript writes them.
-		if f := v.Float(); f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		f := v.Float()
+		switch {
+		case f == math.Trunc(f) && math.Abs(f) < 1<<53:
 			return Number(strconv.FormatInt(int64(f), 10)), nil
+		case math.IsInf(f, 1):
+			return Number("1e999"), nil // beyond float64: any such literal will do
+		case math.IsInf(f, -1):
+			return Number("-1e999"), nil
 		}
 		s := jsString.Invoke(v).String() // 1.5, 1e+21
 		if !strings.ContainsAny(s, ".eE") {

@@ -1,0 +1,4 @@
+package jsonv
+
+// ValidText reports whether Parse's text checks pass, for FuzzParsersAgree.
+func ValidText(data []byte) bool { return checkText(data) == nil }
