@@ -24,6 +24,7 @@ import (
 
 	"github.com/slidegate/slidegate/edge/internal/workerd"
 	"github.com/slidegate/slidegate/internal/testenv"
+	"github.com/slidegate/slidegate/window"
 )
 
 // These tests run the Worker in workerd through `wrangler dev`, built once
@@ -42,20 +43,35 @@ const (
 	steadyKey = "steady-test-key"
 )
 
-// testConfig: a 24 h window, so that no test crosses a bucket boundary
-// unless it runs at midnight UTC; store errors deny (503), so that a KV
-// failure cannot pass for an admission.
+// testWindow is the window of the tests' "day" limits: of 24 to 30 hours,
+// the one whose next bucket boundary (buckets are aligned to the Unix epoch)
+// is farthest from the start of the run, at least 3 hours away, so that no
+// test sees a bucket roll over, whenever it runs. The Worker reads the real
+// clock.
+var testWindow = func() time.Duration {
+	now := time.Now()
+	best, left := time.Duration(0), time.Duration(0)
+	for w := 24 * time.Hour; w <= 30*time.Hour; w += time.Hour {
+		if d := window.Start(window.Index(now, w)+1, w).Sub(now); d > left {
+			best, left = w, d
+		}
+	}
+	return best
+}()
+
+// testConfig: store errors deny (503), so that a KV failure cannot pass for
+// an admission.
 var testConfig = fmt.Sprintf(`{
   "plans": {
-    "free": {"limits": [{"name": "day", "limit": 5, "window": "24h"}], "upgrade_url": "https://example.com/upgrade"},
-    "bulk": {"limits": [{"name": "bulk-day", "limit": 150, "window": "24h"}]},
-    "steady": {"limits": [{"name": "minute", "limit": 1000000, "window": "1m"}, {"name": "day", "limit": 100000000, "window": "24h"}]}
+    "free": {"limits": [{"name": "day", "limit": 5, "window": %[3]q}], "upgrade_url": "https://example.com/upgrade"},
+    "bulk": {"limits": [{"name": "bulk-day", "limit": 150, "window": %[3]q}]},
+    "steady": {"limits": [{"name": "minute", "limit": 1000000, "window": "1m"}, {"name": "day", "limit": 100000000, "window": %[3]q}]}
   },
   "default_plan": "free",
-  "api_keys": {%q: "bulk", %q: "steady"},
+  "api_keys": {%[1]q: "bulk", %[2]q: "steady"},
   "on_store_error": "deny",
   "store_timeout": "10s"
-}`, sha256Hex(bulkKey), sha256Hex(steadyKey))
+}`, sha256Hex(bulkKey), sha256Hex(steadyKey), testWindow.String())
 
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
@@ -169,7 +185,7 @@ func TestWorkerdPreFilter(t *testing.T) {
 		if got, want := res.Header.Get("X-RateLimit-Remaining"), strconv.Itoa(4-i); got != want {
 			t.Errorf("request %d: X-RateLimit-Remaining = %q, want %s", i+1, got, want)
 		}
-		if got := res.Header.Get("RateLimit-Policy"); got != `"day";q=5;w=86400` {
+		if got, want := res.Header.Get("RateLimit-Policy"), fmt.Sprintf(`"day";q=5;w=%d`, int(testWindow.Seconds())); got != want {
 			t.Errorf("RateLimit-Policy = %q", got)
 		}
 	}
@@ -410,5 +426,12 @@ func TestWorkerdDryRunBundle(t *testing.T) {
 	}
 	if s := strings.Join(names, " "); !strings.Contains(s, "worker.js") || !strings.Contains(s, "app.wasm") {
 		t.Errorf("dist holds %s, want worker.js and the wasm module", s)
+	}
+}
+
+func TestTestWindowLeavesTheRunInOneBucket(t *testing.T) {
+	now := time.Now()
+	if left := window.Start(window.Index(now, testWindow)+1, testWindow).Sub(now); left < 3*time.Hour {
+		t.Errorf("testWindow %v: its bucket ends in %v", testWindow, left)
 	}
 }
