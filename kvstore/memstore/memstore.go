@@ -7,6 +7,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"math/bits"
 	"strings"
 	"sync"
 	"time"
@@ -18,6 +19,9 @@ import (
 // shardCount spreads identities over independently locked maps; a power of
 // two well above the core count keeps lock contention rare.
 const shardCount = 256
+
+// shardBits is log2(shardCount): the hash bits that pick the shard.
+const shardBits = 8
 
 // sweepEvery is how much observed time passes between two sweeps of a shard.
 const sweepEvery = int64(time.Second)
@@ -32,24 +36,44 @@ var _ kvstore.Updater = (*Store)(nil)
 // at or after the counter's Slot.Expires (two periods after its bucket
 // began). The store reads no clock; bucket starts are its time.
 type Store struct {
+	shards [shardCount]shard // first, so that shards start on a cache line
 	seed   maphash.Seed
-	shards [shardCount]shard
 }
 
+// shard is one independently locked hash table of identities. The table is
+// the store's own (chains of entries by hash) rather than a Go map, so that
+// a lookup is one load from heads and then the entry itself, which holds
+// the identity and its first counters inline.
 type shard struct {
 	mu        sync.Mutex
-	m         map[uint64]*entry // by maphash of the identity; collisions chain
-	now       int64             // latest bucket start seen, Unix nanoseconds
+	heads     []*entry // by the hash's bits above the shard's; len a power of two, or 0
+	n         int      // entries held
+	now       int64    // latest bucket start seen, Unix nanoseconds
 	nextSweep int64
-	_         [32]byte // keep shards on separate cache lines
+	_         [8]byte // keep shards on separate cache lines
 }
+
+// inlineID is the longest identity kept inside its entry: "k:" and a
+// SHA-256 in hex, the HTTP layer's identity of an API key. Longer ones are
+// kept in a string of their own.
+const inlineID = 66
+
+// inlineCells is how many counters an entry holds without a slice of its
+// own: the previous and current buckets of two rules.
+const inlineCells = 4
 
 // entry holds every counter of one identity, so that all of its rules are
 // decided under one lock. An identity has few rules: a slice beats a map.
+// The identity and the first counters sit in the entry itself, one
+// allocation that a lookup reads from front to back.
 type entry struct {
-	id    string
-	next  *entry // another identity with the same 64-bit hash
-	cells []cell
+	hash   uint64
+	next   *entry         // the next entry in the same chain of heads
+	idLen  uint8          // len(id), or inlineID+1 when longer
+	idIn   [inlineID]byte // the identity when len(id) <= inlineID
+	idOut  string         // the identity when longer
+	cells  []cell         // inline[:n] until it outgrows inline
+	inline [inlineCells]cell
 }
 
 type cell struct {
@@ -59,27 +83,43 @@ type cell struct {
 	count  int64
 }
 
-// New returns an empty Store. Shards make their maps on first write, so a
+// New returns an empty Store. Shards make their tables on first write, so a
 // Store costs little to create (the Worker creates one per request).
 func New() *Store {
 	return &Store{seed: maphash.MakeSeed()}
 }
 
-// shard returns the shard of id and id's hash: hashed once, the value
-// picks the shard and keys the shard's map.
+// shard returns the shard of id and id's hash: hashed once, the low bits
+// pick the shard and the bits above them the shard's chain.
 func (s *Store) shard(id string) (*shard, uint64) {
 	h := maphash.String(s.seed, id)
 	return &s.shards[h&(shardCount-1)], h
 }
 
+// chain returns the index in heads of the chain of hash h.
+func (sh *shard) chain(h uint64) int {
+	return int(h>>shardBits) & (len(sh.heads) - 1)
+}
+
 // find returns the entry of id, or nil.
 func (sh *shard) find(id string, h uint64) *entry {
-	for e := sh.m[h]; e != nil; e = e.next {
-		if e.id == id {
+	if len(sh.heads) == 0 {
+		return nil
+	}
+	for e := sh.heads[sh.chain(h)]; e != nil; e = e.next {
+		if e.hash == h && e.is(id) {
 			return e
 		}
 	}
 	return nil
+}
+
+// is reports whether e is the entry of id.
+func (e *entry) is(id string) bool {
+	if len(id) > inlineID {
+		return e.idOut == id
+	}
+	return int(e.idLen) == len(id) && string(e.idIn[:len(id)]) == id
 }
 
 // Load implements kvstore.Store. It never fails.
@@ -172,26 +212,48 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
-			for ; e != nil; e = e.next {
-				n++
-			}
-		}
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
 }
 
+// entry returns the entry of id, adding an empty one when there is none.
 func (sh *shard) entry(id string, h uint64) *entry {
-	e := sh.find(id, h)
-	if e == nil {
-		if sh.m == nil {
-			sh.m = make(map[uint64]*entry)
-		}
-		e = &entry{id: strings.Clone(id), next: sh.m[h]}
-		sh.m[h] = e
+	if e := sh.find(id, h); e != nil {
+		return e
 	}
+	if sh.n >= len(sh.heads)/2 { // at most two entries per chain on average
+		sh.resize(max(2*len(sh.heads), minHeads))
+	}
+	e := &entry{hash: h}
+	if len(id) <= inlineID {
+		e.idLen = uint8(copy(e.idIn[:], id))
+	} else {
+		e.idLen, e.idOut = inlineID+1, strings.Clone(id)
+	}
+	e.cells = e.inline[:0]
+	c := sh.chain(h)
+	e.next, sh.heads[c] = sh.heads[c], e
+	sh.n++
 	return e
+}
+
+// minHeads is the smallest table a shard makes.
+const minHeads = 8
+
+// resize moves every entry into a table of n chains.
+func (sh *shard) resize(n int) {
+	old := sh.heads
+	sh.heads = make([]*entry, n)
+	for _, e := range old {
+		for e != nil {
+			next := e.next
+			c := sh.chain(e.hash)
+			e.next, sh.heads[c] = sh.heads[c], e
+			e = next
+		}
+	}
 }
 
 func (sh *shard) observe(slots []kvstore.Slot) {
@@ -214,7 +276,7 @@ func (sh *shard) sweep() {
 		return
 	}
 	sh.nextSweep = sh.now + sweepEvery
-	for h, head := range sh.m {
+	for i, head := range sh.heads {
 		var keep *entry // the chain's live entries, rebuilt
 		for e := head; e != nil; {
 			next := e.next
@@ -228,14 +290,16 @@ func (sh *shard) sweep() {
 			e.cells = live
 			if len(live) > 0 {
 				e.next, keep = keep, e
+			} else {
+				sh.n--
 			}
 			e = next
 		}
-		if keep == nil {
-			delete(sh.m, h)
-		} else {
-			sh.m[h] = keep
-		}
+		sh.heads[i] = keep
+	}
+	// Give back the table of identities that have gone.
+	if n := len(sh.heads); n > minHeads && sh.n < n/8 {
+		sh.resize(max(minHeads, 1<<bits.Len(uint(4*sh.n))))
 	}
 }
 

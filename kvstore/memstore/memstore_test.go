@@ -2,6 +2,8 @@ package memstore
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +125,67 @@ func TestHashCollisionsChain(t *testing.T) {
 		t.Error("live chained identity lost in the sweep")
 	}
 	_ = ctx
+}
+
+func TestIdentityLengths(t *testing.T) {
+	// Identities up to inlineID bytes are kept in the entry, longer ones
+	// apart: around the boundary, and for prefixes of each other, every
+	// identity must keep its own counters.
+	ctx := context.Background()
+	s := New()
+	long := strings.Repeat("k", 3*inlineID)
+	var ids []string
+	for _, n := range []int{0, 1, inlineID - 1, inlineID, inlineID + 1, 3 * inlineID} {
+		ids = append(ids, long[:n])
+	}
+	ids = append(ids, long[:inlineID-1]+"x", long[:inlineID]+"x")
+	for i, id := range ids {
+		if err := s.Add(ctx, id, []kvstore.Slot{minuteSlot(t0)}, []int64{int64(i + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, id := range ids {
+		counts := []int64{0}
+		if err := s.Load(ctx, id, []kvstore.Slot{minuteSlot(t0)}, counts); err != nil || counts[0] != int64(i+1) {
+			t.Errorf("identity of length %d: count %d, %v; want %d", len(id), counts[0], err, i+1)
+		}
+	}
+	if got, want := s.Len(), len(ids); got != want {
+		t.Errorf("Len = %d, want %d", got, want)
+	}
+}
+
+func TestTableShrinksAfterSweep(t *testing.T) {
+	ctx := context.Background()
+	s := New()
+	for i := range 20_000 {
+		_ = s.Add(ctx, fmt.Sprintf("id-%d", i), []kvstore.Slot{minuteSlot(t0)}, []int64{1})
+	}
+	heads := func() (n int) {
+		for i := range s.shards {
+			n += len(s.shards[i].heads)
+		}
+		return n
+	}
+	grown := heads()
+	if grown < 2*20_000 {
+		t.Fatalf("%d chains for 20000 identities, want at least two per identity", grown)
+	}
+	// Two periods later every old identity expires; a new one in each
+	// shard sweeps it, and the few new ones must not keep the grown tables.
+	written := map[*shard]bool{}
+	for i := 0; len(written) < shardCount; i++ {
+		id := fmt.Sprintf("new-%d", i)
+		sh, _ := s.shard(id)
+		if !written[sh] {
+			written[sh] = true
+			_ = s.Add(ctx, id, []kvstore.Slot{minuteSlot(t0.Add(2 * time.Minute))}, []int64{1})
+		}
+	}
+	if got, want := s.Len(), shardCount; got != want {
+		t.Fatalf("Len = %d, want %d", got, want)
+	}
+	if got := heads(); got > grown/8 {
+		t.Errorf("%d chains after the sweep (%d before), want at most %d", got, grown, grown/8)
+	}
 }
