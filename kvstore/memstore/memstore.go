@@ -26,7 +26,7 @@ const shardBits = 8
 // sweepEvery is how much observed time passes between two sweeps of a shard.
 const sweepEvery = int64(time.Second)
 
-var _ kvstore.Updater = (*Store)(nil)
+var _ kvstore.RuleUpdater = (*Store)(nil)
 
 // Store keeps counters in process memory. The zero value is not usable; call
 // New. A Store is safe for concurrent use.
@@ -204,6 +204,46 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	}
 	sh.observe(slots)
 	return true, nil
+}
+
+// UpdateRule implements kvstore.RuleUpdater. It never fails.
+func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
+	sh, h := s.shard(id)
+	sh.mu.Lock()
+	e := sh.find(id, h)
+	var c *cell // the current bucket's cell, when e has one
+	if e != nil {
+		for i := range e.cells {
+			cl := &e.cells[i]
+			if cl.length != r.Period || cl.name != r.Name {
+				continue
+			}
+			switch cl.bucket {
+			case pos.Index:
+				cur, c = cl.count, cl
+			case pos.Index - 1:
+				prev = cl.count
+			}
+		}
+	}
+	if !r.AdmitsAt(pos, prev, cur, cost) {
+		sh.mu.Unlock()
+		return prev, cur, false, nil
+	}
+	sl := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
+	if cost != 0 {
+		if e == nil {
+			e = sh.entry(id, h)
+		}
+		if c == nil {
+			c = e.cell(sl)
+		}
+		c.count += cost
+	}
+	sh.observeSlot(sl)
+	sh.sweep()
+	sh.mu.Unlock()
+	return prev, cur, true, nil
 }
 
 // Len returns the number of identities held, for tests and metrics.
