@@ -8,7 +8,6 @@ import (
 	"context"
 	"hash/maphash"
 	"math/bits"
-	"strings"
 	"sync"
 	"time"
 
@@ -53,26 +52,25 @@ type shard struct {
 	_         [8]byte // keep shards on separate cache lines
 }
 
-// inlineID is the longest identity kept inside its entry: "k:" and a
-// SHA-256 in hex, the HTTP layer's identity of an API key. Longer ones are
-// kept in a string of their own.
-const inlineID = 66
-
 // inlineCells is how many counters an entry holds without a slice of its
 // own: the previous and current buckets of two rules.
 const inlineCells = 4
 
 // entry holds every counter of one identity, so that all of its rules are
 // decided under one lock. An identity has few rules: a slice beats a map.
-// The identity and the first counters sit in the entry itself, one
-// allocation that a lookup reads from front to back.
+// The first counters sit in the entry itself, one allocation that a lookup
+// reads from front to back.
+//
+// id is the string the identity was first given as, not a copy: callers
+// that pass the same string each time (the HTTP layer's configured keys, a
+// benchmark's keys) then compare by pointer, without reading the bytes.
+// Identities are short strings of their own (see httpapi), never windows
+// into a larger buffer that keeping them would pin.
 type entry struct {
 	hash   uint64
-	next   *entry         // the next entry in the same chain of heads
-	idLen  uint8          // len(id), or inlineID+1 when longer
-	idIn   [inlineID]byte // the identity when len(id) <= inlineID
-	idOut  string         // the identity when longer
-	cells  []cell         // inline[:n] until it outgrows inline
+	next   *entry // the next entry in the same chain of heads
+	id     string
+	cells  []cell // inline[:n] until it outgrows inline
 	inline [inlineCells]cell
 }
 
@@ -107,19 +105,11 @@ func (sh *shard) find(id string, h uint64) *entry {
 		return nil
 	}
 	for e := sh.heads[sh.chain(h)]; e != nil; e = e.next {
-		if e.hash == h && e.is(id) {
+		if e.hash == h && e.id == id {
 			return e
 		}
 	}
 	return nil
-}
-
-// is reports whether e is the entry of id.
-func (e *entry) is(id string) bool {
-	if len(id) > inlineID {
-		return e.idOut == id
-	}
-	return int(e.idLen) == len(id) && string(e.idIn[:len(id)]) == id
 }
 
 // Load implements kvstore.Store. It never fails.
@@ -266,12 +256,7 @@ func (sh *shard) entry(id string, h uint64) *entry {
 	if sh.n >= len(sh.heads)/2 { // at most two entries per chain on average
 		sh.resize(max(2*len(sh.heads), minHeads))
 	}
-	e := &entry{hash: h}
-	if len(id) <= inlineID {
-		e.idLen = uint8(copy(e.idIn[:], id))
-	} else {
-		e.idLen, e.idOut = inlineID+1, strings.Clone(id)
-	}
+	e := &entry{hash: h, id: id}
 	e.cells = e.inline[:0]
 	c := sh.chain(h)
 	e.next, sh.heads[c] = sh.heads[c], e

@@ -143,9 +143,9 @@ func TestHashCollisionsChain(t *testing.T) {
 }
 
 func TestIdentityLengths(t *testing.T) {
-	// Identities up to inlineID bytes are kept in the entry, longer ones
-	// apart: around the boundary, and for prefixes of each other, every
-	// identity must keep its own counters.
+	// Around the length of a key identity ("k:" and 64 hex digits), and for
+	// prefixes of each other, every identity keeps its own counters.
+	const inlineID = 66
 	ctx := context.Background()
 	s := New()
 	long := strings.Repeat("k", 3*inlineID)
