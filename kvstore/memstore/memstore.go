@@ -42,7 +42,7 @@ type Store struct {
 // shard is one independently locked hash table of identities. The table is
 // the store's own (chains of entries by hash) rather than a Go map, so that
 // a lookup is one load from heads and then the entry itself, which holds
-// the identity and its first counters inline.
+// the first counters inline.
 type shard struct {
 	mu        sync.Mutex
 	heads     []*entry // by the hash's bits above the shard's; len a power of two, or 0
@@ -64,8 +64,9 @@ const inlineCells = 4
 // id is the string the identity was first given as, not a copy: callers
 // that pass the same string each time (the HTTP layer's configured keys, a
 // benchmark's keys) then compare by pointer, without reading the bytes.
-// Identities are short strings of their own (see httpapi), never windows
-// into a larger buffer that keeping them would pin.
+// An identity sliced out of a larger string would pin that string as long
+// as the identity lives; the HTTP layer's identities are strings of their
+// own.
 type entry struct {
 	hash   uint64
 	next   *entry // the next entry in the same chain of heads
