@@ -33,7 +33,8 @@ var _ kvstore.RuleUpdater = (*Store)(nil)
 // Memory is bounded by the live identities: a counter is dropped once the
 // store has seen, for any identity in the same shard, a bucket that starts
 // at or after the counter's Slot.Expires (two periods after its bucket
-// began). The store reads no clock; bucket starts are its time.
+// began). The store reads no clock; bucket starts are its time. It keeps
+// the id string an identity was first given with, not a copy.
 type Store struct {
 	shards [shardCount]shard // first, so that shards start on a cache line
 	seed   maphash.Seed
