@@ -204,3 +204,43 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 		t.Errorf("%d chains after the sweep (%d before), want at most %d", got, grown, grown/8)
 	}
 }
+
+func TestManyRulesOutgrowInline(t *testing.T) {
+	// Past inlineCells counters an identity's cells move to a slice of
+	// their own; every counter must survive the move and the sweeps.
+	ctx := context.Background()
+	s := New()
+	const rules = inlineCells + 1
+	slots := func(at time.Time) []kvstore.Slot {
+		var sl []kvstore.Slot
+		for r := range rules {
+			sl = append(sl, kvstore.Slot{Name: fmt.Sprint("r", r), Bucket: window.Index(at, time.Minute), Length: time.Minute})
+		}
+		return sl
+	}
+	costs := make([]int64, rules)
+	for i := range costs {
+		costs[i] = int64(i + 1)
+	}
+	for _, at := range []time.Time{t0, t0.Add(time.Minute), t0.Add(2 * time.Minute)} {
+		if err := s.Add(ctx, "k", slots(at), costs); err != nil {
+			t.Fatal(err)
+		}
+		for _, back := range []time.Duration{0, time.Minute} {
+			if at.Add(-back).Before(t0) {
+				continue
+			}
+			counts := make([]int64, rules)
+			if err := s.Load(ctx, "k", slots(at.Add(-back)), counts); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(counts) != fmt.Sprint(costs) {
+				t.Errorf("at %s, %s back: counts %v, want %v", at.Format(time.TimeOnly), back, counts, costs)
+			}
+		}
+	}
+	sh, h := s.shard("k")
+	if got, want := len(sh.find("k", h).cells), 2*rules; got != want {
+		t.Errorf("%d cells after three minutes, want %d: the previous and the current minute of each rule", got, want)
+	}
+}
