@@ -81,3 +81,16 @@ type Updater interface {
 	// saw. It reports what a answered. a must not call the store.
 	Update(ctx context.Context, id string, slots []Slot, counts, costs []int64, a Admitter) (bool, error)
 }
+
+// RuleUpdater is an Updater that also decides a lone rule itself, with
+// window math under its lock: the limiter's most common check (one shared
+// rule) then needs no Admitter, no slot slices and no call back.
+type RuleUpdater interface {
+	Updater
+	// UpdateRule atomically reads the counts of r's buckets pos.Index-1
+	// and pos.Index (the Slots named r.Name of Length r.Period) and, when
+	// r.AdmitsAt(pos, prev, cur, cost), adds cost to the current one. It
+	// returns the counts it decided on, before the add, and whether it
+	// admitted.
+	UpdateRule(ctx context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error)
+}

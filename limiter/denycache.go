@@ -143,11 +143,12 @@ func (d *denial) matches(rules []Rule) bool {
 	return true
 }
 
-// remember records that id was denied at now on the counts in sc.
-func (c *denyCache) remember(id string, now time.Time, rules []Rule, sc *scratch) {
+// remember records that id was denied at now on the counts prev[i] and
+// cur[i] of rules[i].
+func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur []int64) {
 	var until time.Duration
 	for i, r := range rules {
-		until = max(until, r.Wait(now, sc.prev[i], sc.cur[i], r.Limit-1))
+		until = max(until, r.Wait(now, prev[i], cur[i], r.Limit-1))
 	}
 	if until <= 0 {
 		return
@@ -183,6 +184,6 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, sc *scratch
 	for i, r := range rules {
 		s := &d.rules[i]
 		s.name, s.limit, s.period = r.Name, r.Limit, r.Period
-		s.bucket, s.prev, s.current = window.Index(now, r.Period), sc.prev[i], sc.cur[i]
+		s.bucket, s.prev, s.current = window.Index(now, r.Period), prev[i], cur[i]
 	}
 }

@@ -80,12 +80,14 @@ type stores struct {
 	kvstore.Store
 	cond kvstore.Conditional // nil when the store cannot admit atomically
 	up   kvstore.Updater     // nil when the store cannot decide under its lock
+	ru   kvstore.RuleUpdater // nil when the store cannot decide a rule itself
 }
 
 func newStores(s kvstore.Store) stores {
 	st := stores{Store: s}
 	st.cond, _ = s.(kvstore.Conditional)
 	st.up, _ = s.(kvstore.Updater)
+	st.ru, _ = s.(kvstore.RuleUpdater)
 	return st
 }
 
@@ -127,8 +129,7 @@ type scratch struct {
 // Admit implements kvstore.Admitter over the slots group laid out.
 func (sc *scratch) Admit(counts []int64) bool {
 	for k, i := range sc.idx[:sc.n] {
-		r := &sc.rules[i]
-		if r.EstimateAt(sc.pos[i], counts[2*k], counts[2*k+1]) > r.Limit-sc.cost {
+		if !sc.rules[i].AdmitsAt(sc.pos[i], counts[2*k], counts[2*k+1], sc.cost) {
 			return false
 		}
 	}
@@ -204,6 +205,10 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		return nil
 	}
 
+	if len(rules) == 1 && hasShared && write && cost > 0 && l.shared.ru != nil && !l.countDenied {
+		return l.one(ctx, now, id, rules, cost, res)
+	}
+
 	sc := l.pool.Get().(*scratch)
 	defer l.pool.Put(sc)
 
@@ -242,7 +247,26 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	}
 	res.Decision = window.Combine(res.All())
 	if !res.Allowed && l.deny != nil {
-		l.deny.remember(id, now, rules, sc)
+		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:])
+	}
+	return nil
+}
+
+// one is check for the most common request: one shared rule, counted, on a
+// store that decides a rule under its lock. It needs no scratch: the store
+// returns the two counts, and a single decision is its own combination.
+// CountDenied takes the general path (it counts after a denial).
+func (l *Limiter) one(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	r := &rules[0]
+	prev, cur, _, err := l.shared.ru.UpdateRule(ctx, id, r.Rule, r.At(now), cost)
+	if err != nil {
+		return fmt.Errorf("limiter: update: %w", err)
+	}
+	// Decide's verdict is the store's: both are AdmitsAt on these counts.
+	res.Rules[0] = r.Decide(now, prev, cur, cost)
+	res.Decision = res.Rules[0]
+	if !res.Allowed && l.deny != nil {
+		l.deny.remember(id, now, rules, []int64{prev}, []int64{cur})
 	}
 	return nil
 }

@@ -68,6 +68,10 @@ func (c *counting) calls() int64 { return c.loads.Load() + c.adds.Load() + c.add
 // plain hides AddIf, as Workers KV does.
 type plain struct{ kvstore.Store }
 
+// updater hides UpdateRule: the limiter takes its general path, with an
+// Admitter, for one rule too.
+type updater struct{ kvstore.Updater }
+
 func load(t *testing.T, s kvstore.Store, id string, r Rule, at time.Time) int64 {
 	t.Helper()
 	counts := []int64{0}
@@ -244,6 +248,85 @@ func TestExactUnderConcurrency(t *testing.T) {
 				t.Errorf("stored count = %d, want 100", got)
 			}
 		})
+	}
+}
+
+func TestExactUnderConcurrencyStoreDecides(t *testing.T) {
+	// The memory store decides under its lock: one rule through
+	// UpdateRule, two through Update with the limiter's Admitter.
+	minute150 := rule("minute", 150, time.Minute)
+	for _, tc := range []struct {
+		name  string
+		rules []Rule
+	}{
+		{"one rule", []Rule{minute150}},
+		{"two rules", []Rule{minute150, rule("day", 1000, 24*time.Hour)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := memstore.New()
+			l := New(Options{Store: mem})
+			// floor(100 × 0.5) = 50 of the previous minute count at t0.
+			for range 100 {
+				check(t, l, t0.Add(-time.Minute), "hot", 1, minute150)
+			}
+			var admitted atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for range 200 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					var res Result
+					if err := l.CheckInto(ctx, t0, "hot", tc.rules, 1, &res); err != nil {
+						t.Error(err)
+					}
+					if res.Allowed {
+						admitted.Add(1)
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			if got, want := admitted.Load(), int64(100); got != want {
+				t.Errorf("admitted %d of 200, want %d", got, want)
+			}
+			if got := load(t, mem, "hot", minute150, t0); got != 100 {
+				t.Errorf("stored count = %d, want 100", got)
+			}
+		})
+	}
+}
+
+func TestOneRulePathMatchesGeneral(t *testing.T) {
+	// A lone shared rule on a store with UpdateRule skips the scratch and
+	// the Admitter; every answer must be the one the general path gives,
+	// deny cache included.
+	for _, o := range []Options{{}, {DisableDenyCache: true}} {
+		fast := New(Options{Store: memstore.New(), DisableDenyCache: o.DisableDenyCache})
+		general := New(Options{Store: updater{memstore.New()}, DisableDenyCache: o.DisableDenyCache})
+		if fast.shared.ru == nil || general.shared.ru != nil {
+			t.Fatal("the two limiters do not take different paths")
+		}
+		r := rule("minute", 7, time.Minute)
+		at := t0
+		for i := range 2000 {
+			// Steps of 0 to 9 s cross bucket boundaries often; a few
+			// steps go back in time.
+			at = at.Add(time.Duration((i*7919)%10-1) * time.Second)
+			id := fmt.Sprint("id-", i%3)
+			cost := int64(i % 4)
+			if i%97 == 0 {
+				cost = 8 // more than the limit: never admitted
+			}
+			var want, got Result
+			errW := general.CheckInto(ctx, at, id, []Rule{r}, cost, &want)
+			errG := fast.CheckInto(ctx, at, id, []Rule{r}, cost, &got)
+			if got != want || (errG == nil) != (errW == nil) {
+				t.Fatalf("check %d (%s at %s, cost %d): one-rule path %+v, %v; general %+v, %v",
+					i, id, at.Format(time.TimeOnly), cost, got.Decision, errG, want.Decision, errW)
+			}
+		}
 	}
 }
 
@@ -451,16 +534,18 @@ func TestLocalUndoneOnSharedError(t *testing.T) {
 }
 
 func TestAdmittedPathAllocatesNothing(t *testing.T) {
-	l := New(Options{})
-	rules := []Rule{rule("minute", 1<<40, time.Minute), rule("day", 1<<40, 24*time.Hour)}
-	check(t, l, t0, "k", 1, rules...)
-	allocs := testing.AllocsPerRun(1000, func() {
-		if res, _ := l.Check(ctx, t0, "k", rules, 1); !res.Allowed {
-			t.Fatal("denied")
+	minute, day := rule("minute", 1<<40, time.Minute), rule("day", 1<<40, 24*time.Hour)
+	for _, rules := range [][]Rule{{minute, day}, {minute}} { // general path; one-rule path
+		l := New(Options{})
+		check(t, l, t0, "k", 1, rules...)
+		allocs := testing.AllocsPerRun(1000, func() {
+			if res, _ := l.Check(ctx, t0, "k", rules, 1); !res.Allowed {
+				t.Fatal("denied")
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("admitted Check of %d rules allocates %.1f times, want 0", len(rules), allocs)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("admitted Check allocates %.1f times, want 0", allocs)
 	}
 }
 

@@ -129,6 +129,14 @@ func (r Rule) EstimateAt(pos Pos, prev, cur int64) int64 {
 	return est
 }
 
+// AdmitsAt reports whether a request of the given cost is admitted at pos
+// on these counts: EstimateAt(pos, prev, cur) + cost <= Limit. It is
+// Decide's verdict without the rest of the Decision, for the store that
+// decides under its lock. A negative cost counts as zero.
+func (r Rule) AdmitsAt(pos Pos, prev, cur, cost int64) bool {
+	return r.EstimateAt(pos, prev, cur) <= r.Limit-max(cost, 0)
+}
+
 // Decide decides a request of the given cost at now, where prev and cur are
 // the counts of the previous and the current bucket (Index(now, r.Period)
 // and the one before). A request is admitted iff estimate + cost <= Limit.

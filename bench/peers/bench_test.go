@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -78,7 +79,11 @@ func cpuTime(b *testing.B) time.Duration {
 
 // warm builds the peer and sends every key two requests, so that the timed
 // loop measures the steady state (keys known; on the denied path, quota
-// spent and the denial seen once) rather than first-time inserts.
+// spent and the denial seen once) rather than first-time inserts. It ends
+// with a garbage collection: the set-up's allocations would otherwise start
+// one that runs concurrently with the first milliseconds of the timed loop,
+// charged to whichever peer's set-up allocated past the GC goal (with
+// -benchtime 50000x, up to half of the timed loop).
 func warm(b *testing.B, p Peer, q Quota, keys []string) Limiter {
 	b.Helper()
 	l, err := p.New(q)
@@ -93,6 +98,7 @@ func warm(b *testing.B, p Peer, q Quota, keys []string) Limiter {
 			}
 		}
 	}
+	runtime.GC()
 	return l
 }
 

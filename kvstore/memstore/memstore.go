@@ -7,7 +7,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
-	"strings"
+	"math/bits"
 	"sync"
 	"time"
 
@@ -19,10 +19,13 @@ import (
 // two well above the core count keeps lock contention rare.
 const shardCount = 256
 
+// shardBits is log2(shardCount): the hash bits that pick the shard.
+const shardBits = 8
+
 // sweepEvery is how much observed time passes between two sweeps of a shard.
 const sweepEvery = int64(time.Second)
 
-var _ kvstore.Updater = (*Store)(nil)
+var _ kvstore.RuleUpdater = (*Store)(nil)
 
 // Store keeps counters in process memory. The zero value is not usable; call
 // New. A Store is safe for concurrent use.
@@ -30,26 +33,47 @@ var _ kvstore.Updater = (*Store)(nil)
 // Memory is bounded by the live identities: a counter is dropped once the
 // store has seen, for any identity in the same shard, a bucket that starts
 // at or after the counter's Slot.Expires (two periods after its bucket
-// began). The store reads no clock; bucket starts are its time.
+// began). The store reads no clock; bucket starts are its time. It keeps
+// the id string an identity was first given with, not a copy.
 type Store struct {
+	shards [shardCount]shard // first, so that shards start on a cache line
 	seed   maphash.Seed
-	shards [shardCount]shard
 }
 
+// shard is one independently locked hash table of identities. The table is
+// the store's own (chains of entries by hash) rather than a Go map, so that
+// a lookup is one load from heads and then the entry itself, which holds
+// the first counters inline.
 type shard struct {
 	mu        sync.Mutex
-	m         map[uint64]*entry // by maphash of the identity; collisions chain
-	now       int64             // latest bucket start seen, Unix nanoseconds
+	heads     []*entry // by the hash's bits above the shard's; len a power of two, or 0
+	n         int      // entries held
+	now       int64    // latest bucket start seen, Unix nanoseconds
 	nextSweep int64
-	_         [32]byte // keep shards on separate cache lines
+	_         [8]byte // keep shards on separate cache lines
 }
+
+// inlineCells is how many counters an entry holds without a slice of its
+// own: the previous and current buckets of two rules.
+const inlineCells = 4
 
 // entry holds every counter of one identity, so that all of its rules are
 // decided under one lock. An identity has few rules: a slice beats a map.
+// The first counters sit in the entry itself, one allocation that a lookup
+// reads from front to back.
+//
+// id is the string the identity was first given as, not a copy: callers
+// that pass the same string each time (the HTTP layer's configured keys, a
+// benchmark's keys) then compare by pointer, without reading the bytes.
+// An identity sliced out of a larger string would pin that string as long
+// as the identity lives; the HTTP layer's identities are strings of their
+// own.
 type entry struct {
-	id    string
-	next  *entry // another identity with the same 64-bit hash
-	cells []cell
+	hash   uint64
+	next   *entry // the next entry in the same chain of heads
+	id     string
+	cells  []cell // inline[:n] until it outgrows inline
+	inline [inlineCells]cell
 }
 
 type cell struct {
@@ -59,23 +83,31 @@ type cell struct {
 	count  int64
 }
 
-// New returns an empty Store. Shards make their maps on first write, so a
+// New returns an empty Store. Shards make their tables on first write, so a
 // Store costs little to create (the Worker creates one per request).
 func New() *Store {
 	return &Store{seed: maphash.MakeSeed()}
 }
 
-// shard returns the shard of id and id's hash: hashed once, the value
-// picks the shard and keys the shard's map.
+// shard returns the shard of id and id's hash: hashed once, the low bits
+// pick the shard and the bits above them the shard's chain.
 func (s *Store) shard(id string) (*shard, uint64) {
 	h := maphash.String(s.seed, id)
 	return &s.shards[h&(shardCount-1)], h
 }
 
+// chain returns the index in heads of the chain of hash h.
+func (sh *shard) chain(h uint64) int {
+	return int(h>>shardBits) & (len(sh.heads) - 1)
+}
+
 // find returns the entry of id, or nil.
 func (sh *shard) find(id string, h uint64) *entry {
-	for e := sh.m[h]; e != nil; e = e.next {
-		if e.id == id {
+	if len(sh.heads) == 0 {
+		return nil
+	}
+	for e := sh.heads[sh.chain(h)]; e != nil; e = e.next {
+		if e.hash == h && e.id == id {
 			return e
 		}
 	}
@@ -166,32 +198,89 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	return true, nil
 }
 
+// UpdateRule implements kvstore.RuleUpdater. It never fails.
+func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
+	sh, h := s.shard(id)
+	sh.mu.Lock()
+	e := sh.find(id, h)
+	var c *cell // the current bucket's cell, when e has one
+	if e != nil {
+		for i := range e.cells {
+			cl := &e.cells[i]
+			if cl.length != r.Period || cl.name != r.Name {
+				continue
+			}
+			switch cl.bucket {
+			case pos.Index:
+				cur, c = cl.count, cl
+			case pos.Index - 1:
+				prev = cl.count
+			}
+		}
+	}
+	if !r.AdmitsAt(pos, prev, cur, cost) {
+		sh.mu.Unlock()
+		return prev, cur, false, nil
+	}
+	sl := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
+	if cost != 0 {
+		if e == nil {
+			e = sh.entry(id, h)
+		}
+		if c == nil {
+			c = e.cell(sl)
+		}
+		c.count += cost
+	}
+	sh.observeSlot(sl)
+	sh.sweep()
+	sh.mu.Unlock()
+	return prev, cur, true, nil
+}
+
 // Len returns the number of identities held, for tests and metrics.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		for _, e := range sh.m {
-			for ; e != nil; e = e.next {
-				n++
-			}
-		}
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
 }
 
+// entry returns the entry of id, adding an empty one when there is none.
 func (sh *shard) entry(id string, h uint64) *entry {
-	e := sh.find(id, h)
-	if e == nil {
-		if sh.m == nil {
-			sh.m = make(map[uint64]*entry)
-		}
-		e = &entry{id: strings.Clone(id), next: sh.m[h]}
-		sh.m[h] = e
+	if e := sh.find(id, h); e != nil {
+		return e
 	}
+	if sh.n >= len(sh.heads)/2 { // at most two entries per chain on average
+		sh.resize(max(2*len(sh.heads), minHeads))
+	}
+	e := &entry{hash: h, id: id}
+	e.cells = e.inline[:0]
+	c := sh.chain(h)
+	e.next, sh.heads[c] = sh.heads[c], e
+	sh.n++
 	return e
+}
+
+// minHeads is the smallest table a shard makes.
+const minHeads = 8
+
+// resize moves every entry into a table of n chains.
+func (sh *shard) resize(n int) {
+	old := sh.heads
+	sh.heads = make([]*entry, n)
+	for _, e := range old {
+		for e != nil {
+			next := e.next
+			c := sh.chain(e.hash)
+			e.next, sh.heads[c] = sh.heads[c], e
+			e = next
+		}
+	}
 }
 
 func (sh *shard) observe(slots []kvstore.Slot) {
@@ -214,7 +303,7 @@ func (sh *shard) sweep() {
 		return
 	}
 	sh.nextSweep = sh.now + sweepEvery
-	for h, head := range sh.m {
+	for i, head := range sh.heads {
 		var keep *entry // the chain's live entries, rebuilt
 		for e := head; e != nil; {
 			next := e.next
@@ -228,14 +317,16 @@ func (sh *shard) sweep() {
 			e.cells = live
 			if len(live) > 0 {
 				e.next, keep = keep, e
+			} else {
+				sh.n--
 			}
 			e = next
 		}
-		if keep == nil {
-			delete(sh.m, h)
-		} else {
-			sh.m[h] = keep
-		}
+		sh.heads[i] = keep
+	}
+	// Give back the table of identities that have gone.
+	if n := len(sh.heads); n > minHeads && sh.n < n/8 {
+		sh.resize(max(minHeads, 1<<bits.Len(uint(4*sh.n))))
 	}
 }
 

@@ -5,7 +5,8 @@
 //		storetest.Run(t, func(t *testing.T) kvstore.Store { return memstore.New() })
 //	}
 //
-// Stores that implement kvstore.Conditional also get the atomicity tests.
+// Stores that implement kvstore.Conditional also get the atomicity tests,
+// and kvstore.RuleUpdater stores the tests of UpdateRule.
 package storetest
 
 import (
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/window"
 )
 
 // Minute is the slot length the suite uses unless a test says otherwise.
@@ -141,40 +143,106 @@ func Run(t *testing.T, newStore func(t *testing.T) kvstore.Store) {
 		// count is 150.
 		s := cond(t)
 		const clients, limit = 200, 150
-		var admitted atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		errs := make(chan error, clients)
-		for range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				counts := make([]int64, 2)
-				ok, err := s.AddIf(ctx, "hot", []kvstore.Cond{
-					{Slot: slot("minute", bucket), Max: limit - 1, Add: 1},
-					{Slot: slot("day", bucket), Max: 1000, Add: 1},
-				}, counts)
-				if err != nil {
-					errs <- err
-					return
-				}
-				if ok {
-					admitted.Add(1)
-				}
-			}()
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatalf("AddIf: %v", err)
-		}
-		if got := admitted.Load(); got != limit {
-			t.Errorf("admitted %d of %d, want %d", got, clients, limit)
+		admitted := race(t, clients, func() (bool, error) {
+			return s.AddIf(ctx, "hot", []kvstore.Cond{
+				{Slot: slot("minute", bucket), Max: limit - 1, Add: 1},
+				{Slot: slot("day", bucket), Max: 1000, Add: 1},
+			}, make([]int64, 2))
+		})
+		if admitted != limit {
+			t.Errorf("admitted %d of %d, want %d", admitted, clients, limit)
 		}
 		expectCounts(t, s, "hot", []kvstore.Slot{slot("minute", bucket), slot("day", bucket)}, limit, limit)
 	})
+
+	if _, ok := newStore(t).(kvstore.RuleUpdater); !ok {
+		return
+	}
+	ru := func(t *testing.T) kvstore.RuleUpdater { return newStore(t).(kvstore.RuleUpdater) }
+	rule := window.Rule{Name: "minute", Limit: 10, Period: Minute}
+	// Half way through the bucket: the previous bucket weighs one half.
+	half := window.Pos{Index: bucket, Elapsed: Minute / 2}
+
+	t.Run("UpdateRuleAdmitsUpToLimit", func(t *testing.T) {
+		s := ru(t)
+		mustAdd(t, s, "id-a", slot("minute", bucket-1), 8) // floor(8 × 1/2) = 4
+		mustAdd(t, s, "id-a", slot("hour", bucket), 100)   // another rule: not counted
+		for i := range int64(6) {
+			prev, cur, ok, err := s.UpdateRule(ctx, "id-a", rule, half, 1)
+			if err != nil || !ok || prev != 8 || cur != i {
+				t.Fatalf("request %d: UpdateRule = %d, %d, %v, %v; want 8, %d, true, nil", i+1, prev, cur, ok, err, i)
+			}
+		}
+		prev, cur, ok, err := s.UpdateRule(ctx, "id-a", rule, half, 1)
+		if err != nil || ok || prev != 8 || cur != 6 {
+			t.Fatalf("7th: UpdateRule = %d, %d, %v, %v; want 8, 6, false, nil", prev, cur, ok, err)
+		}
+		expectCounts(t, s, "id-a", []kvstore.Slot{slot("minute", bucket-1), slot("minute", bucket), slot("hour", bucket)}, 8, 6, 100)
+	})
+
+	t.Run("UpdateRuleRollsOver", func(t *testing.T) {
+		s := ru(t)
+		for b := bucket; b < bucket+4; b++ {
+			prev, cur, ok, err := s.UpdateRule(ctx, "id-a", rule, window.Pos{Index: b}, 3)
+			if want := int64(min(b-bucket, 1) * 3); err != nil || !ok || prev != want || cur != 0 {
+				t.Fatalf("bucket +%d: UpdateRule = %d, %d, %v, %v; want %d, 0, true, nil", b-bucket, prev, cur, ok, err, want)
+			}
+		}
+	})
+
+	t.Run("UpdateRuleDenialChangesNothing", func(t *testing.T) {
+		s := ru(t)
+		if _, _, ok, err := s.UpdateRule(ctx, "fresh", rule, half, rule.Limit+1); err != nil || ok {
+			t.Fatalf("cost over the limit: ok = %v, %v; want false, nil", ok, err)
+		}
+		expectCounts(t, s, "fresh", []kvstore.Slot{slot("minute", bucket-1), slot("minute", bucket)}, 0, 0)
+	})
+
+	t.Run("UpdateRuleExactUnderConcurrency", func(t *testing.T) {
+		s := ru(t)
+		const clients, limit = 200, 150
+		r := window.Rule{Name: "minute", Limit: limit, Period: Minute}
+		admitted := race(t, clients, func() (bool, error) {
+			_, _, ok, err := s.UpdateRule(ctx, "hot", r, half, 1)
+			return ok, err
+		})
+		if admitted != limit {
+			t.Errorf("admitted %d of %d, want %d", admitted, clients, limit)
+		}
+		expectCounts(t, s, "hot", []kvstore.Slot{slot("minute", bucket)}, limit)
+	})
+}
+
+// race starts clients goroutines at once, each calling try once, and
+// returns how many were admitted.
+func race(t *testing.T, clients int, try func() (bool, error)) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, clients)
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			ok, err := try()
+			if err != nil {
+				errs <- err
+				return
+			}
+			if ok {
+				admitted.Add(1)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	return admitted.Load()
 }
 
 func mustAdd(t *testing.T, s kvstore.Store, id string, sl kvstore.Slot, cost int64) {
