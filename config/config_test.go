@@ -12,9 +12,9 @@ import (
 )
 
 // TestInvalidFixtures parses every testdata/invalid/NAME.json and expects
-// exactly the message in NAME.err. Under GOOS=js, where JSON.parse reads
-// the document and words its own syntax errors, NAME.js.err holds the
-// start of the message instead, where there is one.
+// exactly the message in NAME.err. Under GOOS=js, where the Worker's own
+// parser (jsonv's scan) reads the document and words its syntax errors,
+// NAME.js.err holds the start of the message instead, where there is one.
 func TestInvalidFixtures(t *testing.T) {
 	files, err := filepath.Glob("testdata/invalid/*.json")
 	if err != nil {

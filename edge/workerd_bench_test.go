@@ -111,10 +111,24 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 		timed(b, c, check)
 	}
 	var tb, ts []time.Duration
+	cpuB, errB := base.CPU()
+	cpuS, errS := sg.CPU()
 	b.ResetTimer()
 	for b.Loop() {
 		tb = append(tb, timed(b, c, hello))
 		ts = append(ts, timed(b, c, check))
+	}
+	b.StopTimer()
+	// CPU per request of each workerd, background work included: on a busy
+	// machine a steadier measure than the latency.
+	if endB, err := base.CPU(); err == nil && errB == nil {
+		if endS, err := sg.CPU(); err == nil && errS == nil {
+			perB := float64((endB-cpuB).Microseconds()) / 1000 / float64(len(tb))
+			perS := float64((endS-cpuS).Microseconds()) / 1000 / float64(len(ts))
+			b.ReportMetric(perB, "baseline-cpu-ms/req")
+			b.ReportMetric(perS, "slidegate-cpu-ms/req")
+			b.ReportMetric(perS-perB, "delta-cpu-ms/req")
+		}
 	}
 	pb, ps := p50(tb), p50(ts)
 	b.ReportMetric(float64(pb.Microseconds())/1000, "baseline-p50-ms")

@@ -3,36 +3,43 @@ package jsonv_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
-	"math"
+	"math/big"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/jsonv"
 )
 
-// FuzzParsersAgree holds Parse (JSON.parse under GOOS=js, where make test
-// runs it in Node) to encoding/json: the same value for every document, or
-// an error from both. Natively Parse is encoding/json, so the test checks
-// the Number conversion and the depth and text checks alone.
+// FuzzParsersAgree holds the Worker's parser (scan) and Parse to
+// encoding/json: the same value for every document, or an error from all.
 func FuzzParsersAgree(f *testing.F) {
 	for _, s := range []string{`{"a":[1,2.5e3,"x\u00e9\n",true,null,{}]}`, `{"a":1,"a":2}`, `"\x"`, "\"\x01\"", `01`, `1.`, `-`, `[1,]`, `{"a":1}x`, `nan`, `Infinity`, `"\ud800"`, `"\ud83d\ude00"`, "\"\xff\"", `1e999`, `1e2`, `-0`, `123456789012345678901234567890`, ` [ ] `, `{"":0}`, `{"__proto__":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, gerr := jsonv.Parse(data)
 		want, werr := reference(data)
-		if (gerr == nil) != (werr == nil) {
-			t.Fatalf("%q: Parse: %v; encoding/json: %v", data, gerr, werr)
-		}
-		if gerr != nil {
-			return
-		}
-		if !sameValue(got, want) {
-			t.Fatalf("%q: Parse %#v, encoding/json %#v", data, got, want)
+		for name, parse := range map[string]func([]byte) (any, error){"Parse": jsonv.Parse, "scan": scanChecked} {
+			got, gerr := parse(data)
+			if (gerr == nil) != (werr == nil) {
+				t.Fatalf("%q: %s: %v; encoding/json: %v", data, name, gerr, werr)
+			}
+			if gerr == nil && !sameValue(got, want) {
+				t.Fatalf("%q: %s %#v, encoding/json %#v", data, name, got, want)
+			}
 		}
 	})
+}
+
+// scanChecked is scan behind Parse's text check.
+func scanChecked(data []byte) (any, error) {
+	if !jsonv.ValidText(data) {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return jsonv.Scan(data)
 }
 
 // reference is Parse done with encoding/json alone.
@@ -116,14 +123,34 @@ func sameValue(got, want any) bool {
 	return reflect.DeepEqual(got, want)
 }
 
-// integer is Number.Int64 as documented, done with strconv alone.
+// integer is Number.Int64 as documented, exactly, with math/big.
 func integer(s string) (int64, bool) {
 	if i, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return i, true
 	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return 0, false
+		}
+		mant, exp = s[:i], e
+	}
+	var r big.Rat
+	if _, ok := r.SetString(mant); !ok {
 		return 0, false
 	}
-	return int64(f), true
+	if r.Sign() == 0 {
+		return 0, true
+	}
+	if exp > 10000 || exp < -10000 {
+		return 0, false // beyond 2^53, or a fraction: the mantissa is short
+	}
+	r.Mul(&r, new(big.Rat).SetFrac(pow10(max(exp, 0)), pow10(max(-exp, 0))))
+	if !r.IsInt() || r.Num().CmpAbs(big.NewInt(1<<53)) >= 0 {
+		return 0, false
+	}
+	return r.Num().Int64(), true
 }
+
+func pow10(n int) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil) }

@@ -1,11 +1,10 @@
 // Package jsonv reads JSON documents into plain Go values and writes JSON
 // objects, without package encoding/json in the Worker's Wasm build.
 //
-// Parse uses encoding/json natively and the JavaScript engine's JSON.parse
+// Parse uses encoding/json natively and a small parser of its own (scan)
 // under GOOS=js, where encoding/json (and its reflection tables) would add
 // about a tenth to the Worker bundle. Both yield the same values
-// (FuzzParsersAgree, run in Node by make test): map[string]any, []any,
-// string, Number, bool and nil. Validation (which fields exist, which types
+// (FuzzParsersAgree): map[string]any, []any, string, Number, bool and nil. Validation (which fields exist, which types
 // they take) belongs to the caller, which can then name the field path of
 // every error.
 package jsonv
@@ -19,18 +18,12 @@ import (
 // MaxDepth is how deeply Parse lets arrays and objects nest.
 const MaxDepth = 64
 
-// Number is a JSON number as text, so that integers keep every digit.
-// Natively it is the literal as written. Under GOOS=js, JSON.parse returns
-// a float64: an integer below 2^53 in magnitude becomes its decimal digits,
-// any other number JavaScript's text for it, with ".0" added to a larger
-// integer, which JSON.parse may have rounded and which is therefore not
-// read as an integer, natively either.
+// Number is a JSON number as written, so that integers keep every digit.
 type Number string
 
 // Int64 returns n as an integer, or an error when it is not one or does not
 // fit. Integral numbers written with a fraction or an exponent (1.0, 1e3)
-// are integers too, below 2^53 in magnitude (where float64 is exact), as
-// they are to JavaScript.
+// are integers too, below 2^53 in magnitude, as they are to JavaScript.
 func (n Number) Int64() (int64, error) {
 	i, err := strconv.ParseInt(string(n), 10, 64)
 	if err == nil {
@@ -42,14 +35,13 @@ func (n Number) Int64() (int64, error) {
 	return 0, err
 }
 
-// Trailing is the Msg of a SyntaxError for data after the top-level value
-// (natively; JSON.parse words it its own way).
+// Trailing is the Msg of a SyntaxError for data after the top-level value.
 const Trailing = "data after the top-level value"
 
 // SyntaxError is a document that is not one JSON value.
 type SyntaxError struct {
 	// Offset is the byte offset at which the error was found, or -1 when
-	// the parser does not say (JSON.parse).
+	// there is no one place.
 	Offset int64
 	Msg    string
 }

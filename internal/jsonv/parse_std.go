@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math"
-	"strconv"
 )
 
 func parse(data []byte) (any, error) {
@@ -29,16 +27,6 @@ func parse(data []byte) (any, error) {
 		return nil, &SyntaxError{Offset: dec.InputOffset(), Msg: Trailing}
 	}
 	return numbers(v), nil
-}
-
-// integral reads an integral number written with a fraction or an
-// exponent.
-func integral(n Number) (int64, bool) {
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || f != math.Trunc(f) || math.Abs(f) >= 1<<53 {
-		return 0, false
-	}
-	return int64(f), true
 }
 
 // numbers replaces every json.Number in v with a Number.

@@ -30,6 +30,7 @@ func (e *Encoder) Bytes() []byte { return e.buf }
 func (e *Encoder) Reset() { e.buf, e.comma = e.buf[:0], false }
 
 // Key writes an object key; the next call writes its value.
+//
 //go:noinline
 func (e *Encoder) Key(k string) {
 	e.sep()
@@ -39,46 +40,57 @@ func (e *Encoder) Key(k string) {
 }
 
 // BeginObject starts an object, as a value.
+//
 //go:noinline
 func (e *Encoder) BeginObject() { e.sep(); e.buf = append(e.buf, '{'); e.comma = false }
 
 // EndObject ends the innermost object.
+//
 //go:noinline
 func (e *Encoder) EndObject() { e.buf = append(e.buf, '}'); e.comma = true }
 
 // BeginArray starts an array, as a value.
+//
 //go:noinline
 func (e *Encoder) BeginArray() { e.sep(); e.buf = append(e.buf, '['); e.comma = false }
 
 // EndArray ends the innermost array.
+//
 //go:noinline
 func (e *Encoder) EndArray() { e.buf = append(e.buf, ']'); e.comma = true }
 
 // StringValue writes a string value.
+//
 //go:noinline
 func (e *Encoder) StringValue(s string) { e.sep(); e.buf = AppendString(e.buf, s); e.comma = true }
 
 // IntValue writes an integer value.
+//
 //go:noinline
 func (e *Encoder) IntValue(n int64) { e.sep(); e.buf = strconv.AppendInt(e.buf, n, 10); e.comma = true }
 
 // BoolValue writes true or false.
+//
 //go:noinline
 func (e *Encoder) BoolValue(b bool) { e.sep(); e.buf = strconv.AppendBool(e.buf, b); e.comma = true }
 
 // NullValue writes null.
+//
 //go:noinline
 func (e *Encoder) NullValue() { e.sep(); e.buf = append(e.buf, "null"...); e.comma = true }
 
 // String writes the member k: s.
+//
 //go:noinline
 func (e *Encoder) String(k, s string) { e.Key(k); e.StringValue(s) }
 
 // Int writes the member k: n.
+//
 //go:noinline
 func (e *Encoder) Int(k string, n int64) { e.Key(k); e.IntValue(n) }
 
 // Bool writes the member k: b.
+//
 //go:noinline
 func (e *Encoder) Bool(k string, b bool) { e.Key(k); e.BoolValue(b) }
 

@@ -204,3 +204,44 @@ func DryRun(ctx context.Context, wrangler, dir, outdir string) (raw, gz int64, e
 	kib := func(b []byte) int64 { f, _ := strconv.ParseFloat(string(b), 64); return int64(f * 1024) }
 	return kib(m[1]), kib(m[2]), nil
 }
+
+// CPU returns the CPU time (user and system) that the workerd processes of
+// w have used so far, read from /proc (Linux): the cost of the Worker's
+// requests, less sensitive to a busy machine than their latency.
+func (w *Worker) CPU() (time.Duration, error) {
+	pgrp := w.cmd.Process.Pid // Setpgid: the group is wrangler's pid
+	dirs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	var ticks int64
+	found := false
+	for _, d := range dirs {
+		b, err := os.ReadFile(filepath.Join("/proc", d.Name(), "stat"))
+		if err != nil {
+			continue // not a process, or gone
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split
+		// after its closing parenthesis.
+		s := string(b)
+		open, close := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		f := strings.Fields(s[close+1:])
+		if s[open+1:close] != "workerd" || len(f) < 13 || f[2] != strconv.Itoa(pgrp) {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += utime + stime
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("workerd: no workerd process in group %d", pgrp)
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on Linux.
+const clockTicks = 100
