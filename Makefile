@@ -1,4 +1,4 @@
-# Each target is one line you can run by hand. `make test` is what CI runs.
+# Each target is a command you can run by hand. `make test` is what CI runs.
 GO      ?= go
 WRANGLER = npx --no-install wrangler
 
