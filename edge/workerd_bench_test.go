@@ -123,8 +123,8 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 	// machine a steadier measure than the latency.
 	if endB, err := base.CPU(); err == nil && errB == nil {
 		if endS, err := sg.CPU(); err == nil && errS == nil {
-			perB := float64((endB-cpuB).Microseconds()) / 1000 / float64(len(tb))
-			perS := float64((endS-cpuS).Microseconds()) / 1000 / float64(len(ts))
+			perB := float64((endB - cpuB).Microseconds()) / 1000 / float64(len(tb))
+			perS := float64((endS - cpuS).Microseconds()) / 1000 / float64(len(ts))
 			b.ReportMetric(perB, "baseline-cpu-ms/req")
 			b.ReportMetric(perS, "slidegate-cpu-ms/req")
 			b.ReportMetric(perS-perB, "delta-cpu-ms/req")
