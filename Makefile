@@ -4,7 +4,7 @@ WRANGLER = npx --no-install wrangler
 
 .PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
 
-# The Worker's JSON parsing (JSON.parse through syscall/js) is tested in Node.
+# The Worker's own JSON parser (internal/jsonv) and the config fixtures also run in Node.
 WASM_EXEC = $$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec
 
 test:

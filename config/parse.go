@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -91,7 +90,7 @@ func decode(path string, v any, dst reflect.Value) error {
 		if !ok {
 			return bad("an object")
 		}
-		for _, k := range sortedKeys(m) {
+		for _, k := range jsonv.SortedKeys(m) {
 			i, ok := fieldByTag(t, k)
 			if !ok {
 				return &FieldError{Field: join(path, k), Err: because(ErrUnknownField, "unknown field (known: %s)", strings.Join(tags(t), ", "))}
@@ -106,7 +105,7 @@ func decode(path string, v any, dst reflect.Value) error {
 			return bad("an object")
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
-		for _, k := range sortedKeys(m) {
+		for _, k := range jsonv.SortedKeys(m) {
 			at := join(path, k)
 			if path == "api_keys" {
 				at = keyField(k) // a raw key put there by mistake stays out of the error
@@ -181,16 +180,6 @@ func tags(t reflect.Type) []string {
 func tagName(f reflect.StructField) string {
 	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 	return name
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	// Deterministic: the same document always reports the same error.
-	slices.Sort(keys)
-	return keys
 }
 
 func join(path, key string) string {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -99,7 +98,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	if !ok {
 		return req, &fieldError{"(body)", "must be a JSON object"}
 	}
-	for _, k := range sortedKeys(obj) {
+	for _, k := range jsonv.SortedKeys(obj) {
 		switch v := obj[k]; k {
 		case "key", "plan":
 			s, ok := v.(string)
@@ -157,15 +156,6 @@ func jsonType(v any) string {
 		return "object"
 	}
 	return "null"
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // the same body always reports the same error
-	return keys
 }
 
 func (c *checkResponse) encode(e *jsonv.Encoder) {

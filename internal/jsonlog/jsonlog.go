@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 
@@ -94,8 +93,6 @@ func value(e *jsonv.Encoder, v any) {
 		e.IntValue(int64(v))
 	case time.Duration:
 		e.IntValue(int64(v))
-	case uint64:
-		e.StringValue(strconv.FormatUint(v, 10)) // may not fit an int64
 	case error:
 		e.StringValue(v.Error())
 	case fmt.Stringer:

@@ -4,12 +4,13 @@
 // Parse uses encoding/json natively and a small parser of its own (scan)
 // under GOOS=js, where encoding/json (and its reflection tables) would add
 // about a tenth to the Worker bundle. Both yield the same values
-// (FuzzParsersAgree): map[string]any, []any, string, Number, bool and nil. Validation (which fields exist, which types
-// they take) belongs to the caller, which can then name the field path of
-// every error.
+// (FuzzParsersAgree): map[string]any, []any, string, Number, bool and nil.
+// Validation (which fields exist, which types they take) belongs to the
+// caller, which can then name the field path of every error.
 package jsonv
 
 import (
+	"slices"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -57,33 +58,21 @@ func Parse(data []byte) (any, error) {
 	if err := checkText(data); err != nil {
 		return nil, err
 	}
-	v, err := parse(data)
-	if err != nil {
-		return nil, err
-	}
-	if depth(v, 1) > MaxDepth {
-		return nil, &SyntaxError{Offset: -1, Msg: "nested more than " + strconv.Itoa(MaxDepth) + " levels deep"}
-	}
-	return v, nil
+	return parse(data)
 }
 
-// depth is how deeply v nests, stopping once past MaxDepth.
-func depth(v any, d int) int {
-	if d > MaxDepth {
-		return d
+// tooDeep is the error of a document nested more than MaxDepth deep.
+var tooDeep = "nested more than " + strconv.Itoa(MaxDepth) + " levels deep"
+
+// SortedKeys returns the keys of a parsed object in order, so that a
+// document with several faults always reports the same one first.
+func SortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	most := d
-	switch v := v.(type) {
-	case map[string]any:
-		for _, e := range v {
-			most = max(most, depth(e, d+1))
-		}
-	case []any:
-		for _, e := range v {
-			most = max(most, depth(e, d+1))
-		}
-	}
-	return most
+	slices.Sort(keys)
+	return keys
 }
 
 // checkText rejects invalid UTF-8 and lone surrogate escapes. Outside

@@ -26,7 +26,29 @@ func parse(data []byte) (any, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &SyntaxError{Offset: dec.InputOffset(), Msg: Trailing}
 	}
+	if depth(v, 1) > MaxDepth { // scan checks as it goes; encoding/json allows 10,000
+		return nil, &SyntaxError{Offset: -1, Msg: tooDeep}
+	}
 	return numbers(v), nil
+}
+
+// depth is how deeply v nests, stopping once past MaxDepth.
+func depth(v any, d int) int {
+	if d > MaxDepth {
+		return d
+	}
+	most := d
+	switch v := v.(type) {
+	case map[string]any:
+		for _, e := range v {
+			most = max(most, depth(e, d+1))
+		}
+	case []any:
+		for _, e := range v {
+			most = max(most, depth(e, d+1))
+		}
+	}
+	return most
 }
 
 // numbers replaces every json.Number in v with a Number.

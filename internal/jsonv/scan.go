@@ -55,7 +55,7 @@ func (s *scanner) fail(what string) error {
 
 func (s *scanner) value(depth int) (any, error) {
 	if depth >= MaxDepth {
-		return nil, &SyntaxError{Offset: int64(s.i), Msg: "nested more than " + strconv.Itoa(MaxDepth) + " levels deep"}
+		return nil, &SyntaxError{Offset: int64(s.i), Msg: tooDeep}
 	}
 	if s.i >= len(s.data) {
 		return nil, s.fail("")
