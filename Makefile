@@ -4,13 +4,14 @@ WRANGLER = npx --no-install wrangler
 
 .PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
 
-# The Worker's own JSON parser (internal/jsonv) and the config fixtures also run in Node.
+# The Worker's own JSON parser (internal/jsonv), its promise glue (internal/jsasync) and the
+# config fixtures also run in Node.
 WASM_EXEC = $$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec
 
 test:
-	$(GO) vet ./... && GOOS=js GOARCH=wasm $(GO) vet ./edge ./internal/jsonv \
+	$(GO) vet ./... && GOOS=js GOARCH=wasm $(GO) vet ./edge ./internal/jsonv ./internal/jsasync ./kvstore/workerskv \
 	&& $(GO) test -race -count=1 ./... \
-	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./config \
+	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./internal/jsasync ./config \
 	&& cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 bench:
@@ -23,7 +24,8 @@ accuracy:
 	$(GO) run ./cmd/accuracy -out docs
 
 build-edge:
-	$(GO) run github.com/syumai/workers/cmd/workers-assets-gen -mode=go && GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o build/app.wasm ./edge
+	$(GO) run github.com/syumai/workers/cmd/workers-assets-gen -mode=go && GOOS=js GOARCH=wasm $(GO) build -trimpath -ldflags='-s -w' -o build/app.wasm ./edge \
+		&& $(GO) run ./edge/cmd/wasmpack build/app.wasm
 
 dev-edge:
 	WRANGLER_SEND_METRICS=false $(WRANGLER) dev --ip 127.0.0.1 --port 8787

@@ -36,7 +36,8 @@ func Parse(data []byte) (*Config, error) {
 		return nil, &FieldError{Field: "(document)", Value: describe(tree), Err: because(ErrType, "must be a JSON object")}
 	}
 	var c Config
-	if err := decode("", tree, reflect.ValueOf(&c).Elem()); err != nil {
+	d := decoder{fields: map[reflect.Type]map[string]int{}}
+	if err := d.decode("", tree, reflect.ValueOf(&c).Elem()); err != nil {
 		return nil, err
 	}
 	c.fillDefaults()
@@ -76,7 +77,29 @@ func position(data []byte, off int64) (line, col int) {
 // decode stores the JSON value v in dst, checked against dst's type: the
 // first field of v, in key order, that the type does not have or whose JSON
 // type does not fit is reported with its path.
-func decode(path string, v any, dst reflect.Value) error {
+// decoder remembers, per struct type, which field each JSON name sets: the
+// Worker parses its configuration on every request, and reading the tags
+// again for every key was a fifth of the parse.
+type decoder struct {
+	fields map[reflect.Type]map[string]int
+}
+
+func (d *decoder) field(t reflect.Type, name string) (int, bool) {
+	m, ok := d.fields[t]
+	if !ok {
+		m = make(map[string]int, t.NumField())
+		for i := range t.NumField() {
+			if n := tagName(t.Field(i)); n != "" && n != "-" {
+				m[n] = i
+			}
+		}
+		d.fields[t] = m
+	}
+	i, ok := m[name]
+	return i, ok
+}
+
+func (d *decoder) decode(path string, v any, dst reflect.Value) error {
 	if v == nil {
 		return nil // null leaves the zero value, which validation judges
 	}
@@ -91,11 +114,11 @@ func decode(path string, v any, dst reflect.Value) error {
 			return bad("an object")
 		}
 		for _, k := range jsonv.SortedKeys(m) {
-			i, ok := fieldByTag(t, k)
+			i, ok := d.field(t, k)
 			if !ok {
 				return &FieldError{Field: join(path, k), Err: because(ErrUnknownField, "unknown field (known: %s)", strings.Join(tags(t), ", "))}
 			}
-			if err := decode(join(path, k), m[k], dst.Field(i)); err != nil {
+			if err := d.decode(join(path, k), m[k], dst.Field(i)); err != nil {
 				return err
 			}
 		}
@@ -111,7 +134,7 @@ func decode(path string, v any, dst reflect.Value) error {
 				at = keyField(k) // a raw key put there by mistake stays out of the error
 			}
 			e := reflect.New(t.Elem()).Elem()
-			if err := decode(at, m[k], e); err != nil {
+			if err := d.decode(at, m[k], e); err != nil {
 				return err
 			}
 			out.SetMapIndex(reflect.ValueOf(k), e)
@@ -124,7 +147,7 @@ func decode(path string, v any, dst reflect.Value) error {
 		}
 		out := reflect.MakeSlice(t, len(a), len(a))
 		for i, e := range a {
-			if err := decode(fmt.Sprintf("%s[%d]", path, i), e, out.Index(i)); err != nil {
+			if err := d.decode(path+"["+strconv.Itoa(i)+"]", e, out.Index(i)); err != nil {
 				return err
 			}
 		}
@@ -155,16 +178,6 @@ func decode(path string, v any, dst reflect.Value) error {
 		return bad(t.Kind().String())
 	}
 	return nil
-}
-
-// fieldByTag returns the index of the field of t tagged name.
-func fieldByTag(t reflect.Type, name string) (int, bool) {
-	for i := range t.NumField() {
-		if tagName(t.Field(i)) == name {
-			return i, true
-		}
-	}
-	return 0, false
 }
 
 func tags(t reflect.Type) []string {

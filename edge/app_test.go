@@ -10,12 +10,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
 
@@ -296,5 +298,55 @@ func TestWorkerBuildLeavesOutHeavyPackages(t *testing.T) {
 	}
 	if !slices.Contains(deps, "github.com/slidegate/slidegate/internal/jsonv") {
 		t.Error("go list did not list the Worker's own packages")
+	}
+}
+
+func TestWantsBody(t *testing.T) {
+	for _, tc := range []struct {
+		method, path string
+		length       int64
+		want         bool
+	}{
+		{"POST", httpapi.CheckPath, 19, true},
+		{"POST", httpapi.CheckPath, httpapi.MaxCheckBody, true},
+		{"POST", httpapi.CheckPath, httpapi.MaxCheckBody + 1, false}, // the handler rejects it, reading no more than its limit
+		{"POST", httpapi.CheckPath, -1, false},                       // unknown length: a stream
+		{"POST", httpapi.CheckPath, 0, false},
+		{"GET", httpapi.CheckPath, 19, false},
+		{"POST", "/v1/items", 19, false}, // proxied: the body streams to the origin
+	} {
+		r := httptest.NewRequest(tc.method, tc.path, nil)
+		r.ContentLength = tc.length
+		if got := wantsBody(r); got != tc.want {
+			t.Errorf("%s %s length %d: wantsBody = %t, want %t", tc.method, tc.path, tc.length, got, tc.want)
+		}
+	}
+}
+
+// TestWranglerBuildIsMakeBuildEdge: wrangler.toml's [build] command (what
+// `wrangler deploy` runs) is `make build-edge`'s recipe, wasmpack included.
+func TestWranglerBuildIsMakeBuildEdge(t *testing.T) {
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml, err := os.ReadFile("../wrangler.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := regexp.MustCompile(`(?m)^build-edge:\n((?:\t.*\n)+)`).FindSubmatch(mk)
+	command := regexp.MustCompile(`(?m)^\[build\]\n(?:#.*\n)*command = "(.*)"\n`).FindSubmatch(toml)
+	if recipe == nil || command == nil {
+		t.Fatalf("no build-edge recipe (%t) or [build] command (%t)", recipe != nil, command != nil)
+	}
+	norm := func(s string) string {
+		s = strings.NewReplacer("\\\n", " ", "$(GO)", "go").Replace(s)
+		return strings.Join(strings.Fields(s), " ")
+	}
+	if m, w := norm(string(recipe[1])), norm(string(command[1])); m != w {
+		t.Errorf("make build-edge:\n\t%s\nwrangler.toml [build] command:\n\t%s", m, w)
+	}
+	if !strings.Contains(string(command[1]), "./edge/cmd/wasmpack build/app.wasm") {
+		t.Errorf("the build does not pack the module: %s", command[1])
 	}
 }

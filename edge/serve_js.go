@@ -3,12 +3,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"sync"
+	"syscall/js"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/jsasync"
 	"github.com/slidegate/slidegate/internal/jsonlog"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 	"github.com/syumai/workers"
@@ -37,7 +41,19 @@ func serve() {
 	// A handler of a concrete type, so the compiler sees it is not nil and
 	// drops ServeNonBlock's fallback to http.DefaultServeMux, which would
 	// link ServeMux and its routing (about 50 KB of Wasm).
-	workers.ServeNonBlock(http.HandlerFunc(build(later).ServeHTTP))
+	h := build(later)
+	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		readBody(r)
+		h.ServeHTTP(w, r)
+		// A body the handler left unread (a check body over the limit) is
+		// read to its end, up to maxDiscard, as net/http's server does:
+		// otherwise the connection may stall, the client's upload half
+		// read (seen under wrangler dev). Beyond that it is cancelled.
+		if r.Body != nil {
+			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDiscard))
+			_ = r.Body.Close()
+		}
+	}))
 	workers.Ready()
 	<-workers.Done()
 	wg.Wait()
@@ -80,3 +96,44 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 	}
 	return h
 }
+
+// maxDiscard is the most of an unread request body that the Worker reads
+// to keep the connection usable; net/http's server uses the same bound.
+const maxDiscard = 256 << 10
+
+// rawBody is what syumai's request bodies offer besides io.Reader: the JS
+// stream they read from.
+type rawBody interface{ GetRawJSBody() js.Value }
+
+// readBody replaces the body of a request that wantsBody with its bytes,
+// read with one await of new Response(stream).arrayBuffer(). syumai's
+// reader awaits stream.read() once per Read: twice for a small body (the
+// bytes, then the end), about 0.3 ms more per check request in workerd
+// (docs/edge.md). A body that cannot be read becomes a reader of the error,
+// which the check API answers with a 400.
+func readBody(r *http.Request) {
+	raw, ok := r.Body.(rawBody)
+	if !ok || !wantsBody(r) {
+		return
+	}
+	b, err := func() ([]byte, error) {
+		res, err := jsasync.New(js.Global().Get("Response"), raw.GetRawJSBody())
+		if err != nil {
+			return nil, err
+		}
+		p, err := jsasync.Call(res, "arrayBuffer")
+		if err != nil {
+			return nil, err
+		}
+		return jsasync.Bytes(r.Context(), p)
+	}()
+	if err != nil {
+		r.Body = io.NopCloser(errReader{err})
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(b))
+}
+
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/edge/internal/workerd"
+	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/internal/testenv"
 	"github.com/slidegate/slidegate/window"
 )
@@ -125,7 +126,7 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if suite.err = workerd.Build(ctx, root, "./edge", suite.dir); suite.err != nil {
+		if suite.err = workerd.Build(ctx, root, "./edge", suite.dir, true); suite.err != nil {
 			return
 		}
 		cfg := workerd.Config{Name: "slidegate-test", KV: true, Vars: map[string]string{
@@ -221,6 +222,48 @@ func TestWorkerdPreFilter(t *testing.T) {
 	// Another client is not affected.
 	if res, _ := get(t, client, w.URL+"/v1/items", randomKey(t)); res.StatusCode != http.StatusOK {
 		t.Errorf("another key: %d, want 200", res.StatusCode)
+	}
+}
+
+// TestWorkerdCheckBodies sends check requests whose body the Worker reads
+// in one piece (a declared length within the limit) and ones it leaves to
+// the handler as a stream (no declared length, or too long).
+//
+// One connection carries every request, with a health check after each: a
+// body left unread must not stall the connection (it did, now and then,
+// before the Worker cancelled unread bodies).
+func TestWorkerdCheckBodies(t *testing.T) {
+	w := slidegateWorker(t)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
+	defer client.CloseIdleConnections()
+	key := randomKey(t)
+	for _, tc := range []struct {
+		name   string
+		body   io.Reader // a strings.Reader has a length; a MultiReader does not (chunked)
+		status int
+		within string
+	}{
+		{"declared length", strings.NewReader(`{"key":"` + key + `"}`), http.StatusOK, `"allowed":true`},
+		{"chunked", io.MultiReader(strings.NewReader(`{"key":"` + key + `"}`)), http.StatusOK, `"allowed":true`},
+		{"malformed, declared length", strings.NewReader(`{"key":`), http.StatusBadRequest, `(body)`},
+		{"too long, declared length", strings.NewReader(`{"key":"` + strings.Repeat("a", httpapi.MaxCheckBody) + `"}`), http.StatusBadRequest, `larger than`},
+		{"too long, chunked", io.MultiReader(strings.NewReader(`{"key":"` + strings.Repeat("a", httpapi.MaxCheckBody) + `"}`)), http.StatusBadRequest, `larger than`},
+	} {
+		req, _ := http.NewRequest("POST", w.URL+httpapi.CheckPath, tc.body)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status || !strings.Contains(string(b), tc.within) {
+			t.Errorf("%s: %d %s, want %d with %s", tc.name, res.StatusCode, b, tc.status, tc.within)
+		}
+		t.Logf("health check after %s", tc.name)
+		if res, body := get(t, client, w.URL+httpapi.HealthPath, ""); res.StatusCode != http.StatusOK {
+			t.Errorf("after %s: health check %d %s", tc.name, res.StatusCode, body)
+		}
 	}
 }
 

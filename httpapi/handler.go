@@ -169,16 +169,12 @@ func New(o Options) (*Handler, error) {
 			p.minLimit = min(p.minLimit, l.Limit)
 		}
 		var err error
-		if p.policy, err = policyHeader(all); err != nil {
-			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
-		}
-		if p.planPolicy, err = policyHeader(cp.Limits); err != nil {
-			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
-		}
 		if p.items, err = nameItems(all); err != nil {
 			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
 		}
 		p.planItems = p.items[len(ipPolicy):]
+		p.policy = policyHeader(p.items, all)
+		p.planPolicy = policyHeader(p.planItems, cp.Limits)
 		h.plans[name] = p
 	}
 	h.defPlan = h.plans[cfg.DefaultPlan]

@@ -30,22 +30,26 @@ var (
 const maxSFInt = 999_999_999_999_999
 
 // policyHeader serializes RateLimit-Policy: one item per limit, the name as
-// an sf-string with q (quota) and w (window, seconds).
+// an sf-string with q (quota) and w (window, seconds). items[i] is ls[i]'s
+// name as nameItems serialized it; like appendRateLimit, the result is byte
+// for byte httpsfv.Marshal's for the same list (a test checks), built
+// without the list: the Worker builds its handler on every request.
 //
 //	"minute";q=60;w=60, "day";q=10000;w=86400
-func policyHeader(ls []config.Limit) (string, error) {
-	list := make(httpsfv.List, 0, len(ls))
-	for _, l := range ls {
-		it := httpsfv.NewItem(l.Name)
-		it.Params.Add("q", l.Limit)
-		it.Params.Add("w", min(int64(l.Period()/time.Second), maxSFInt))
-		list = append(list, it)
+func policyHeader(items []string, ls []config.Limit) string {
+	var buf [256]byte
+	b := buf[:0]
+	for i, l := range ls {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, items[i]...)
+		b = append(b, ";q="...)
+		b = strconv.AppendInt(b, min(l.Limit, maxSFInt), 10)
+		b = append(b, ";w="...)
+		b = strconv.AppendInt(b, min(int64(l.Period()/time.Second), maxSFInt), 10)
 	}
-	s, err := httpsfv.Marshal(list)
-	if err != nil {
-		return "", fmt.Errorf("RateLimit-Policy: %w", err)
-	}
-	return s, nil
+	return string(b)
 }
 
 // nameItems serializes each limit's name as an sf-string item, once, at

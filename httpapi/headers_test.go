@@ -49,12 +49,43 @@ func TestRateLimitHeaderMatchesHTTPSFV(t *testing.T) {
 	}
 }
 
+// TestPolicyHeader: the hand-appended RateLimit-Policy value is exactly
+// what httpsfv serializes for the same list.
 func TestPolicyHeader(t *testing.T) {
-	got, err := policyHeader(config.Default().Plans["free"].Limits)
+	free := config.Default().Plans["free"].Limits
+	items, err := nameItems(free)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `"minute";q=60;w=60, "day";q=10000;w=86400`; got != want {
+	if got, want := policyHeader(items, free), `"minute";q=60;w=60, "day";q=10000;w=86400`; got != want {
 		t.Errorf("RateLimit-Policy = %q, want %q", got, want)
+	}
+	names := []string{"ip-second", "minute", "day", "a.b_c-D9", "X"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		ls := make([]config.Limit, 1+rng.IntN(len(names)))
+		list := httpsfv.List{}
+		for i := range ls {
+			ls[i] = config.Limit{
+				Name:   names[i],
+				Limit:  1 + rng.Int64N(config.MaxLimit),
+				Window: (time.Duration(1+rng.Int64N(int64(config.MaxWindow/time.Second))) * time.Second).String(),
+			}
+			it := httpsfv.NewItem(ls[i].Name)
+			it.Params.Add("q", ls[i].Limit)
+			it.Params.Add("w", int64(ls[i].Period()/time.Second))
+			list = append(list, it)
+		}
+		want, err := httpsfv.Marshal(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items, err := nameItems(ls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := policyHeader(items, ls); got != want {
+			t.Fatalf("policyHeader = %q, httpsfv = %q", got, want)
+		}
 	}
 }

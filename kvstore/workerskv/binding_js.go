@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"syscall/js"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/jsasync"
 )
 
 // Binding is KV over a Workers KV namespace binding, called through
@@ -33,9 +35,9 @@ func (b *Binding) Put(ctx context.Context, key, value string, n int64, ttl time.
 	md.Set("n", n)
 	opts.Set("metadata", md)
 	opts.Set("expirationTtl", int64(max(ttl, MinTTL)/time.Second))
-	p, err := call(b.ns, "put", key, value, opts)
+	p, err := jsasync.Call(b.ns, "put", key, value, opts)
 	if err == nil {
-		_, err = await(ctx, p)
+		_, err = jsasync.Await(ctx, p)
 	}
 	if err != nil {
 		return fmt.Errorf("workerskv: put %q: %w", key, err)
@@ -51,10 +53,10 @@ func (b *Binding) List(ctx context.Context, prefix, cursor string) (Page, error)
 	if cursor != "" {
 		opts.Set("cursor", cursor)
 	}
-	p, err := call(b.ns, "list", opts)
+	p, err := jsasync.Call(b.ns, "list", opts)
 	var res js.Value
 	if err == nil {
-		res, err = await(ctx, p)
+		res, err = jsasync.Await(ctx, p)
 	}
 	if err != nil {
 		return Page{}, fmt.Errorf("workerskv: list %q: %w", prefix, err)
@@ -79,10 +81,10 @@ func (b *Binding) List(ctx context.Context, prefix, cursor string) (Page, error)
 
 // Get returns the value of key, and false when it does not exist.
 func (b *Binding) Get(ctx context.Context, key string) (string, bool, error) {
-	p, err := call(b.ns, "get", key)
+	p, err := jsasync.Call(b.ns, "get", key)
 	var v js.Value
 	if err == nil {
-		v, err = await(ctx, p)
+		v, err = jsasync.Await(ctx, p)
 	}
 	if err != nil {
 		return "", false, fmt.Errorf("workerskv: get %q: %w", key, err)

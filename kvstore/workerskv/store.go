@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slidegate/slidegate/internal/jsasync"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/window"
 )
@@ -68,7 +69,7 @@ var (
 	// ErrBinding: the Worker has no KV binding of the name given.
 	ErrBinding = errors.New("workerskv: no such KV binding")
 	// ErrJS wraps every exception and rejection that comes from JavaScript.
-	ErrJS = errors.New("workerskv: javascript")
+	ErrJS = jsasync.ErrJS
 )
 
 // Options configure a Store.

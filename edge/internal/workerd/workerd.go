@@ -38,12 +38,18 @@ func Wrangler() (string, error) { return testenv.Bin("wrangler") }
 
 // Build builds the Worker in package pkg (relative to root, "./edge") into
 // dir/build with the commands of `make build-edge`: the syumai assets in Go
-// mode, then the Wasm build.
-func Build(ctx context.Context, root, pkg, dir string) error {
+// mode, the Wasm build and, when pack is set, wasmpack's merge of the data
+// segments. The stock baseline is built without pack, as syumai's
+// template builds it.
+func Build(ctx context.Context, root, pkg, dir string, pack bool) error {
 	out := filepath.Join(dir, "build")
+	wasm := filepath.Join(out, "app.wasm")
 	steps := [][]string{
 		{"go", "run", "github.com/syumai/workers/cmd/workers-assets-gen", "-mode=go", "-o", out},
-		{"go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(out, "app.wasm"), pkg},
+		{"go", "build", "-trimpath", "-ldflags=-s -w", "-o", wasm, pkg},
+	}
+	if pack {
+		steps = append(steps, []string{"go", "run", "./edge/cmd/wasmpack", wasm})
 	}
 	for i, args := range steps {
 		cmd := exec.CommandContext(ctx, args[0], args[1:]...)
