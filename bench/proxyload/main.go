@@ -55,7 +55,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if *serveFor > 0 {
-		if err := serveOnly(o.keys, *serveFor, *pprofAddr, os.Stdout); err != nil {
+		if err := serveOnly(o, *serveFor, *pprofAddr, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "proxyload:", err)
 			os.Exit(1)
 		}
@@ -78,9 +78,10 @@ func run(ctx context.Context, o options, out io.Writer) error {
 }
 
 // serveOnly starts the servers for an external load generator and keeps
-// them up for d (bounded, so a forgotten run ends by itself).
-func serveOnly(keys int, d time.Duration, pprofAddr string, out io.Writer) error {
-	f, err := setup(keys, false, "")
+// them up for d (bounded, so a forgotten run ends by itself). -aa and
+// -variant apply as in a measured run.
+func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) error {
+	f, err := setup(o.keys, o.aa, o.variant)
 	if err != nil {
 		return err
 	}

@@ -7,12 +7,22 @@
 # generator and moves little when other processes compete for the cores.
 # Bounded: ROUNDS x 2 x DURATION seconds, 127.0.0.1 only.
 #   bench/proxyload/wrk.sh [ROUNDS] [DURATION] [CONNECTIONS]
+# VARIANT=headers|decision and AA=1 split the cost as proxyload's -variant
+# and -aa do. PIN=1 runs the servers on CPU 1 (GOMAXPROCS=1) and wrk on CPU 0
+# (taskset), so that the generator does not take CPU from the servers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-6} dur=${2:-3} conns=${3:-32}
 out=$(mktemp -d)
 go build -o "$out/proxyload" ./proxyload
-"$out/proxyload" -serve $(( rounds * 2 * (dur + 1) + 10 ))s > "$out/urls" &
+serve=() gen=()
+if [[ ${PIN:-} == 1 ]]; then
+  serve=(env GOMAXPROCS=1 taskset -c 1) gen=(taskset -c 0)
+fi
+flags=()
+[[ -n ${VARIANT:-} ]] && flags+=(-variant "$VARIANT")
+[[ ${AA:-} == 1 ]] && flags+=(-aa)
+"${serve[@]}" "$out/proxyload" "${flags[@]}" -serve $(( rounds * 2 * (dur + 1) + 10 ))s > "$out/urls" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$out"' EXIT
 until grep -q slidegate "$out/urls" 2>/dev/null; do sleep 0.1; done
@@ -23,7 +33,7 @@ ticks() { awk '{print $14 + $15}' "/proc/$pid/stat"; }
 run() {
   local t0 t1
   t0=$(ticks)
-  wrk -t 1 -c "$conns" -d "${dur}s" --latency -s proxyload/wrk.lua "$1" > "$out/wrk"
+  "${gen[@]}" wrk -t 1 -c "$conns" -d "${dur}s" --latency -s proxyload/wrk.lua "$1" > "$out/wrk"
   t1=$(ticks)
   awk -v n="$2" -v ticks=$((t1 - t0)) -v hz="$hz" '
     /^ +50%/ {p50=$2} /^ +99%/ {p99=$2} /^Requests\/sec/ {rps=$2} /requests in/ {reqs=$1}
@@ -31,7 +41,7 @@ run() {
 }
 wrk -t 1 -c "$conns" -d 1s -s proxyload/wrk.lua "$bare" >/dev/null
 wrk -t 1 -c "$conns" -d 1s -s proxyload/wrk.lua "$sg" >/dev/null
-echo "wrk: $rounds rounds x 2 x ${dur}s, $conns connections, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "wrk: $rounds rounds x 2 x ${dur}s, $conns connections, $(nproc) CPUs, pinned ${PIN:-0}, variant ${VARIANT:-none}, A/A ${AA:-0}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
   if (( r % 2 )); then run "$bare" bare; run "$sg" slidegate; else run "$sg" slidegate; run "$bare" bare; fi
 done | tee "$out/runs"
