@@ -49,10 +49,7 @@ func serve() {
 		// read to its end, up to maxDiscard, as net/http's server does:
 		// otherwise the connection may stall, the client's upload half
 		// read (seen under wrangler dev). Beyond that it is cancelled.
-		if r.Body != nil {
-			_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDiscard))
-			_ = r.Body.Close()
-		}
+		drain(r)
 	}))
 	workers.Ready()
 	<-workers.Done()
@@ -95,6 +92,25 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 		return failed(err, log)
 	}
 	return h
+}
+
+// drain reads what the handler left of r's body, up to maxDiscard, and
+// closes it. A body the handler passed to fetch (a proxied request) belongs
+// to the subrequest: its stream is locked, syumai's reader throws on it,
+// and drain leaves it alone.
+func drain(r *http.Request) {
+	if r.Body == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			if _, ok := p.(js.Error); !ok {
+				panic(p)
+			}
+		}
+	}()
+	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDiscard))
+	_ = r.Body.Close()
 }
 
 // maxDiscard is the most of an unread request body that the Worker reads

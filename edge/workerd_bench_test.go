@@ -24,7 +24,8 @@ import (
 //
 // BenchmarkWorkerdLatency alternates the same check request to a stock
 // syumai hello-world Worker (edge/testdata/baseline) and to slidegate's
-// check API, one at a time, and reports both p50s. BenchmarkWorkerdSteadyLoad sends 20 check
+// check API, one at a time, with a GET to the hello world, and reports the
+// p50s. BenchmarkWorkerdSteadyLoad sends 20 check
 // requests a second (open loop) on one key for 10 s to the debug Worker and
 // reports KV operations per request and per second and the Go instance's
 // memory.
@@ -104,7 +105,10 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 	// a request with a body costs more than one without (the local proxy
 	// in front of workerd streams it) whether or not the Worker reads it,
 	// so a GET to the baseline would charge slidegate for the request's
-	// shape. The hello world answers without reading the body.
+	// shape. The hello world answers without reading the body. A GET to
+	// the hello world is timed too (baseline-get-p50-ms) to show that
+	// difference; the deltas are against the POST.
+	get := func() *http.Request { r, _ := http.NewRequest("GET", base.URL+"/", nil); return r }
 	post := func(url string) func() *http.Request {
 		return func() *http.Request {
 			r, _ := http.NewRequest("POST", url+"/v1/check", strings.NewReader(`{"key":"bench-key"}`))
@@ -117,20 +121,22 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 		timed(b, c, hello)
 		timed(b, c, check)
 	}
-	var tb, ts []time.Duration
+	var tb, tg, ts []time.Duration
 	cpuB, errB := base.CPU()
 	cpuS, errS := sg.CPU()
 	b.ResetTimer()
 	for b.Loop() {
 		tb = append(tb, timed(b, c, hello))
 		ts = append(ts, timed(b, c, check))
+		tg = append(tg, timed(b, c, get))
 	}
 	b.StopTimer()
 	// CPU per request of each workerd, background work included: on a busy
 	// machine a steadier measure than the latency.
 	if endB, err := base.CPU(); err == nil && errB == nil {
 		if endS, err := sg.CPU(); err == nil && errS == nil {
-			perB := float64((endB - cpuB).Microseconds()) / 1000 / float64(len(tb))
+			// The baseline's CPU is the mean of its POSTs and GETs.
+			perB := float64((endB - cpuB).Microseconds()) / 1000 / float64(len(tb)+len(tg))
 			perS := float64((endS - cpuS).Microseconds()) / 1000 / float64(len(ts))
 			b.ReportMetric(perB, "baseline-cpu-ms/req")
 			b.ReportMetric(perS, "slidegate-cpu-ms/req")
@@ -141,6 +147,7 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 	b.ReportMetric(float64(pb.Microseconds())/1000, "baseline-p50-ms")
 	b.ReportMetric(float64(ps.Microseconds())/1000, "slidegate-p50-ms")
 	b.ReportMetric(float64((ps-pb).Microseconds())/1000, "delta-p50-ms")
+	b.ReportMetric(float64(p50(tg).Microseconds())/1000, "baseline-get-p50-ms")
 }
 
 func BenchmarkWorkerdSteadyLoad(b *testing.B) {

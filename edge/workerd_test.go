@@ -119,7 +119,12 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 	suite.once.Do(func() {
 		suite.root, suite.wrangler = root, wrangler
 		suite.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = io.WriteString(w, "origin:"+r.URL.Path)
+			b, _ := io.ReadAll(r.Body)
+			out := "origin:" + r.URL.Path
+			if len(b) > 0 {
+				out += " body=" + string(b)
+			}
+			_, _ = io.WriteString(w, out)
 		}))
 		if suite.dir, suite.err = os.MkdirTemp("", "slidegate-workerd-"); suite.err != nil {
 			return
@@ -225,32 +230,48 @@ func TestWorkerdPreFilter(t *testing.T) {
 	}
 }
 
-// TestWorkerdCheckBodies sends check requests whose body the Worker reads
+// TestWorkerdRequestBodies sends check requests whose body the Worker reads
 // in one piece (a declared length within the limit) and ones it leaves to
-// the handler as a stream (no declared length, or too long).
+// the handler as a stream (no declared length, or too long), and request
+// bodies the pre-filter passes to the origin or leaves unread (a 429).
 //
 // One connection carries every request, with a health check after each: a
 // body left unread must not stall the connection (it did, now and then,
-// before the Worker cancelled unread bodies).
-func TestWorkerdCheckBodies(t *testing.T) {
+// before the Worker drained unread bodies), and draining must leave a body
+// that went to the origin alone.
+func TestWorkerdRequestBodies(t *testing.T) {
 	w := slidegateWorker(t)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxConnsPerHost: 1}}
 	defer client.CloseIdleConnections()
-	key := randomKey(t)
+	key, spent := randomKey(t), randomKey(t)
+	for i := range 5 { // the test plan's quota
+		if res, body := get(t, client, w.URL+"/v1/items", spent); res.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i+1, res.StatusCode, body)
+		}
+	}
+	long := `{"key":"` + strings.Repeat("a", httpapi.MaxCheckBody) + `"}`
 	for _, tc := range []struct {
 		name   string
+		path   string
+		apiKey string
 		body   io.Reader // a strings.Reader has a length; a MultiReader does not (chunked)
 		status int
 		within string
 	}{
-		{"declared length", strings.NewReader(`{"key":"` + key + `"}`), http.StatusOK, `"allowed":true`},
-		{"chunked", io.MultiReader(strings.NewReader(`{"key":"` + key + `"}`)), http.StatusOK, `"allowed":true`},
-		{"malformed, declared length", strings.NewReader(`{"key":`), http.StatusBadRequest, `(body)`},
-		{"too long, declared length", strings.NewReader(`{"key":"` + strings.Repeat("a", httpapi.MaxCheckBody) + `"}`), http.StatusBadRequest, `larger than`},
-		{"too long, chunked", io.MultiReader(strings.NewReader(`{"key":"` + strings.Repeat("a", httpapi.MaxCheckBody) + `"}`)), http.StatusBadRequest, `larger than`},
+		{"check, declared length", httpapi.CheckPath, "", strings.NewReader(`{"key":"` + key + `"}`), http.StatusOK, `"allowed":true`},
+		{"check, chunked", httpapi.CheckPath, "", io.MultiReader(strings.NewReader(`{"key":"` + key + `"}`)), http.StatusOK, `"allowed":true`},
+		{"check, malformed", httpapi.CheckPath, "", strings.NewReader(`{"key":`), http.StatusBadRequest, `(body)`},
+		{"check, too long, declared length", httpapi.CheckPath, "", strings.NewReader(long), http.StatusBadRequest, `larger than`},
+		{"check, too long, chunked", httpapi.CheckPath, "", io.MultiReader(strings.NewReader(long)), http.StatusBadRequest, `larger than`},
+		{"proxied, declared length", "/v1/items", key, strings.NewReader("hello"), http.StatusOK, "origin:/v1/items body=hello"},
+		{"proxied, chunked", "/v1/items", key, io.MultiReader(strings.NewReader("hello")), http.StatusOK, "origin:/v1/items body=hello"},
+		{"denied, body unread", "/v1/items", spent, strings.NewReader(long), http.StatusTooManyRequests, `"status":429`},
 	} {
-		req, _ := http.NewRequest("POST", w.URL+httpapi.CheckPath, tc.body)
+		req, _ := http.NewRequest("POST", w.URL+tc.path, tc.body)
 		req.Header.Set("Content-Type", "application/json")
+		if tc.apiKey != "" {
+			req.Header.Set("X-API-Key", tc.apiKey)
+		}
 		res, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.name, err)
