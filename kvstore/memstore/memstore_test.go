@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/storetest"
@@ -88,10 +89,22 @@ func TestRollOverReusesCells(t *testing.T) {
 		t.Errorf("AddIf across bucket roll-overs allocates %.1f per call, want 0", allocs)
 	}
 	sh, h := s.shard("k")
-	e := sh.find("k", h)
-	if got := len(e.cells); got > 3 {
-		t.Errorf("identity holds %d cells after 100 roll-overs, want at most 3", got)
+	if got := counters(sh, sh.find("k", h)); got > 3 {
+		t.Errorf("identity holds %d counters after 100 roll-overs, want at most 3", got)
 	}
+}
+
+// counters returns how many counters slot i holds: its pair's two and its
+// cells.
+func counters(sh *shard, i int) int {
+	n := 0
+	if s := &sh.slots[i]; s.rule != 0 {
+		n = 2
+	}
+	if cs := sh.slots[i].more; cs != nil {
+		n += len(cs.c)
+	}
+	return n
 }
 
 func TestBackwardsSlotKeepsNewer(t *testing.T) {
@@ -113,33 +126,112 @@ func TestBackwardsSlotKeepsNewer(t *testing.T) {
 	}
 }
 
-func TestHashCollisionsChain(t *testing.T) {
+func TestHashCollisionsProbe(t *testing.T) {
 	// Two identities forced onto one hash must keep separate counters and
 	// be swept separately.
-	ctx := context.Background()
 	s := New()
 	sh, h := s.shard("a")
 	sh.mu.Lock()
-	a := sh.entry("a", h)
-	b := sh.entry("b", h) // same h: chained behind a
+	a := sh.insert("a", h)
+	b := sh.insert("b", h) // same h: the slot after a's
 	sh.mu.Unlock()
 	if a == b || sh.find("a", h) != a || sh.find("b", h) != b {
-		t.Fatal("chained identities not told apart")
+		t.Fatal("colliding identities not told apart")
 	}
 	sh.mu.Lock()
-	a.cell(minuteSlot(t0)).count = 3
-	b.cell(minuteSlot(t0.Add(-10 * time.Minute))).count = 5 // long expired
+	*sh.counter(a, minuteSlot(t0)) = 3
+	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
 	sh.observeSlot(minuteSlot(t0))
 	sh.nextSweep = 0
 	sh.sweep()
 	sh.mu.Unlock()
-	if sh.find("b", h) != nil {
-		t.Error("expired chained identity not swept")
+	if sh.find("b", h) >= 0 {
+		t.Error("expired colliding identity not swept")
 	}
-	if e := sh.find("a", h); e == nil || e.count(minuteSlot(t0)) != 3 {
-		t.Error("live chained identity lost in the sweep")
+	if i := sh.find("a", h); i < 0 || sh.count(i, minuteSlot(t0)) != 3 {
+		t.Error("live colliding identity lost in the sweep")
 	}
-	_ = ctx
+}
+
+func TestRemoveKeepsProbeRuns(t *testing.T) {
+	// Identities whose homes crowd one end of the table, so that probe
+	// runs wrap around, are removed in every order: the others must stay
+	// reachable and keep their counters.
+	const n = 12
+	for seed := range uint64(200) {
+		var sh shard
+		sh.resize(16)
+		hash := func(k int) uint64 {
+			home := uint64(13 + (k*7+int(seed))%5) // homes 13..17 wrap past 15
+			return home<<shardBits | uint64(k)<<40
+		}
+		for k := range n {
+			i := sh.insert(fmt.Sprint("id-", k), hash(k))
+			*sh.counter(i, minuteSlot(t0)) = int64(k + 1)
+		}
+		gone := map[int]bool{}
+		x := seed*0x9e3779b97f4a7c15 | 1
+		for len(gone) < n {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			k := int(x % n)
+			if gone[k] {
+				continue
+			}
+			gone[k] = true
+			sh.remove(sh.find(fmt.Sprint("id-", k), hash(k)))
+			for k := range n {
+				i := sh.find(fmt.Sprint("id-", k), hash(k))
+				switch {
+				case gone[k] && i >= 0:
+					t.Fatalf("seed %d: removed id-%d still found", seed, k)
+				case !gone[k] && (i < 0 || sh.count(i, minuteSlot(t0)) != int64(k+1)):
+					t.Fatalf("seed %d: id-%d lost after removing %d identities", seed, k, len(gone))
+				}
+			}
+		}
+		if sh.n != 0 {
+			t.Fatalf("seed %d: n = %d after removing every identity", seed, sh.n)
+		}
+	}
+}
+
+func TestPairRulesBounded(t *testing.T) {
+	// Rules come and go; a shard's table of pair rules must only hold the
+	// live ones, and rules past maxRules must still count, in cells.
+	ctx := context.Background()
+	s := New()
+	sh, _ := s.shard("k")
+	for round := range 3 {
+		at := t0.Add(time.Duration(round) * 10 * time.Minute)
+		for r := range maxRules + 10 {
+			id := fmt.Sprint("id-", round, "-", r)
+			for sh2, _ := s.shard(id); sh2 != sh; sh2, _ = s.shard(id) {
+				id += "x" // keep every identity in one shard
+			}
+			sl := kvstore.Slot{Name: fmt.Sprint("rule-", round, "-", r), Bucket: window.Index(at, time.Minute), Length: time.Minute}
+			if err := s.Add(ctx, id, []kvstore.Slot{sl}, []int64{int64(r + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			counts := []int64{0}
+			if err := s.Load(ctx, id, []kvstore.Slot{sl}, counts); err != nil || counts[0] != int64(r+1) {
+				t.Fatalf("round %d, rule %d: count %d, %v; want %d", round, r, counts[0], err, r+1)
+			}
+		}
+		if got := len(sh.rules); got > maxRules {
+			t.Fatalf("round %d: %d pair rules, want at most %d", round, got, maxRules)
+		}
+	}
+	live := 0
+	for _, k := range sh.rules {
+		if k.refs > 0 {
+			live++
+		}
+	}
+	if live > maxRules {
+		t.Errorf("%d live pair rules, want at most %d", live, maxRules)
+	}
 }
 
 func TestIdentityLengths(t *testing.T) {
@@ -178,13 +270,13 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 	}
 	heads := func() (n int) {
 		for i := range s.shards {
-			n += len(s.shards[i].heads)
+			n += len(s.shards[i].slots)
 		}
 		return n
 	}
 	grown := heads()
-	if grown < 2*20_000 {
-		t.Fatalf("%d chains for 20000 identities, want at least two per identity", grown)
+	if grown < 20_000*4/3 {
+		t.Fatalf("%d slots for 20000 identities, want at least 4 per 3 identities", grown)
 	}
 	// Two periods later every old identity expires; a new one in each
 	// shard sweeps it, and the few new ones must not keep the grown tables.
@@ -201,16 +293,17 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 		t.Fatalf("Len = %d, want %d", got, want)
 	}
 	if got := heads(); got > grown/8 {
-		t.Errorf("%d chains after the sweep (%d before), want at most %d", got, grown, grown/8)
+		t.Errorf("%d slots after the sweep (%d before), want at most %d", got, grown, grown/8)
 	}
 }
 
 func TestManyRulesOutgrowInline(t *testing.T) {
-	// Past inlineCells counters an identity's cells move to a slice of
-	// their own; every counter must survive the move and the sweeps.
+	// Past its pair an identity's counters are cells, and past the cells'
+	// inline array a slice of their own; every counter must survive the
+	// moves and the sweeps.
 	ctx := context.Background()
 	s := New()
-	const rules = inlineCells + 1
+	const rules = 1 + len(cells{}.inline) + 2
 	slots := func(at time.Time) []kvstore.Slot {
 		var sl []kvstore.Slot
 		for r := range rules {
@@ -240,7 +333,21 @@ func TestManyRulesOutgrowInline(t *testing.T) {
 		}
 	}
 	sh, h := s.shard("k")
-	if got, want := len(sh.find("k", h).cells), 2*rules; got != want {
+	if got, want := counters(sh, sh.find("k", h)), 2*rules; got != want {
 		t.Errorf("%d cells after three minutes, want %d: the previous and the current minute of each rule", got, want)
+	}
+}
+
+func TestLayout(t *testing.T) {
+	// One cache line per identity with one rule; the shard's lock line
+	// apart from its time and rules.
+	if got, want := unsafe.Sizeof(slot{}), uintptr(64); got != want {
+		t.Errorf("slot is %d bytes, want %d", got, want)
+	}
+	if got, want := unsafe.Sizeof(shard{}), uintptr(128); got != want {
+		t.Errorf("shard is %d bytes, want %d", got, want)
+	}
+	if got, want := unsafe.Offsetof(shard{}.now), uintptr(64); got != want {
+		t.Errorf("shard.now at offset %d, want %d", got, want)
 	}
 }
