@@ -502,9 +502,13 @@ func (sh *shard) observeSlot(sl kvstore.Slot) {
 // sweep drops expired counters and empty identities, at most once per
 // sweepEvery of observed time, so its cost is spread over many calls.
 func (sh *shard) sweep() {
-	if sh.now < sh.nextSweep {
-		return
+	if sh.now >= sh.nextSweep {
+		sh.sweepNow()
 	}
+}
+
+// sweepNow is sweep's work, out of line so that sweep's test inlines.
+func (sh *shard) sweepNow() {
 	sh.nextSweep = sh.now + sweepEvery
 	live := func(bucket int64, length time.Duration) bool {
 		return window.Start(bucket+2, length).UnixNano() > sh.now
