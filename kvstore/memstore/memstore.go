@@ -9,6 +9,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
@@ -40,30 +41,43 @@ type Store struct {
 	seed   maphash.Seed
 }
 
-// shard is one independently locked hash table of identities: open
-// addressing with linear probing over slots, one cache line per identity,
-// and a byte of the hash per slot in tags so that a probe reads only the
-// slot it is after. The first line holds what every call reads and the
-// lock writes; the second what changes when observed time moves.
+// shard is one hash table of identities: open addressing with linear
+// probing, one cache line per identity (a slot) and a word of the hash per
+// slot in tags, so that a probe reads only the slot it is after.
+//
+// Two kinds of lock keep it exact. A slot's own lock guards its identity
+// and counters: the common check (UpdateRule on a known identity, no new
+// time to record) finds the slot without the shard's lock and holds only
+// the slot's, so that concurrent checks write no shared line but their
+// slots. The shard's lock serializes everything that changes the table
+// (inserts, removals, resizes, the rules, observed time); a change to a
+// slot also takes the slot's lock. A slot found without the shard's lock
+// counts only once its lock is held and it still holds the identity;
+// anything else takes the shard's lock and looks again.
 type shard struct {
-	mu    sync.Mutex
-	tags  []uint8 // by slot: 0 when free, else tag(hash)
-	slots []slot  // len(tags), a power of two, or 0
-	n     int     // slots in use
-	_     [64 - 8 - 24 - 24 - 8]byte
-
-	now       int64 // latest bucket start seen, Unix nanoseconds
-	nextSweep int64
-	rules     []ruleKey // the rules of the slots' pairs, by slot.rule-1
-	_         [64 - 8 - 8 - 24]byte
+	mu        sync.Mutex
+	tab       atomic.Pointer[table] // nil until the first insert
+	n         int                   // slots in use
+	now       atomic.Int64          // latest bucket start seen, Unix nanoseconds
+	nextSweep atomic.Int64
+	rules     []*ruleKey // the rules of the slots' pairs; 64 bytes in all
 }
 
-// maxRules bounds a shard's table of pair rules; an identity's rule beyond
-// it is kept in the identity's cells instead.
+// table is a shard's slots. A resize makes a new one and empties the old
+// one's slots, so that a check still probing the old one finds nothing
+// and takes the shard's lock.
+type table struct {
+	tags  []atomic.Uint32 // by slot: 0 when free, else tag(hash)
+	slots []slot          // len(tags), a power of two
+}
+
+// maxRules bounds a shard's rules; an identity's rule beyond it is kept in
+// the identity's cells instead of its pair.
 const maxRules = 64
 
-// ruleKey is one rule a shard's pairs count for, with the number of pairs
-// that do: an entry nobody uses is free for the next rule.
+// ruleKey is one rule a shard's pairs count for. name and length never
+// change, so a check reads them under its slot's lock alone; refs, the
+// pairs that count for it, changes under the shard's lock.
 type ruleKey struct {
 	name   string
 	length time.Duration
@@ -78,7 +92,8 @@ func (k *ruleKey) is(name string, length time.Duration) bool {
 // decided under one lock, in one cache line for the common identity that
 // has one rule: its pair (the current and the previous bucket of one rule)
 // sits in the slot itself. Other rules, and buckets older than the pair's
-// previous one written by a lagging clock, are cells behind more.
+// previous one written by a lagging clock, are cells behind more. A slot
+// with neither a pair nor cells is free.
 //
 // id is the string the identity was first given as, not a copy: callers
 // that pass the same string each time (the HTTP layer's configured keys, a
@@ -87,14 +102,27 @@ func (k *ruleKey) is(name string, length time.Duration) bool {
 // as the identity lives; the HTTP layer's identities are strings of their
 // own.
 type slot struct {
-	hash uint64
+	mu   sync.Mutex
 	id   string
-	rule uint32 // 1 + the index in shard.rules of the pair's rule; 0: no pair
-	_    uint32
+	rule *ruleKey // the pair's rule; nil: no pair
 	// The pair: the counts of buckets bucket-1 (prev) and bucket (cur).
 	bucket    int64
 	prev, cur int64
 	more      *cells // nil when the identity has no other counter
+}
+
+// used reports whether s holds an identity; s.mu must be held.
+func (s *slot) used() bool { return s.rule != nil || s.more != nil }
+
+// moveTo moves s's identity and counters to d and empties s; both locks
+// must be held (or d be unreachable).
+func (s *slot) moveTo(d *slot) {
+	d.id, d.rule, d.bucket, d.prev, d.cur, d.more = s.id, s.rule, s.bucket, s.prev, s.cur, s.more
+	s.clear()
+}
+
+func (s *slot) clear() {
+	s.id, s.rule, s.bucket, s.prev, s.cur, s.more = "", nil, 0, 0, 0, nil
 }
 
 // cells are an identity's counters outside its pair.
@@ -120,104 +148,156 @@ func New() *Store {
 }
 
 // shard returns the shard of id and id's hash: hashed once, the low bits
-// pick the shard, the bits above them the slot, and the top bits the tag.
+// pick the shard and the bits above them the slot and the tag.
 func (s *Store) shard(id string) (*shard, uint64) {
 	h := maphash.String(s.seed, id)
 	return &s.shards[h&(shardCount-1)], h
 }
 
-// tag is the byte of h kept in tags: never 0, which marks a free slot.
-func tag(h uint64) uint8 { return uint8(h>>56) | 0x80 }
+// tag is the word of h kept in tags: the hash bits above the shard's,
+// whose low bits are the home slot, and the top bit set so that it is
+// never 0, which marks a free slot.
+func tag(h uint64) uint32 { return uint32(h>>shardBits) | 1<<31 }
 
-// home returns the slot where the probe for hash h starts.
-func (sh *shard) home(h uint64) int {
-	return int(h>>shardBits) & (len(sh.tags) - 1)
+// lookup returns id's slot, locked, when t holds it; nil otherwise. It
+// needs no shard lock: a slot counts only once it is locked and holds id.
+func (t *table) lookup(id string, h uint64) *slot {
+	g, mask := tag(h), len(t.tags)-1
+	for i, n := int(g)&mask, 0; n < len(t.tags); i, n = (i+1)&mask, n+1 {
+		switch t.tags[i].Load() {
+		case 0:
+			return nil
+		case g:
+			s := &t.slots[i]
+			s.mu.Lock()
+			if s.id == id && s.used() {
+				return s
+			}
+			s.mu.Unlock()
+		}
+	}
+	return nil
 }
 
-// find returns the index of id's slot, or -1.
+// find returns the index of id's slot, or -1; sh.mu must be held.
 func (sh *shard) find(id string, h uint64) int {
-	if len(sh.tags) == 0 {
+	t := sh.tab.Load()
+	if t == nil {
 		return -1
 	}
-	t, mask := tag(h), len(sh.tags)-1
-	for i := sh.home(h); ; i = (i + 1) & mask {
-		switch sh.tags[i] {
+	g, mask := tag(h), len(t.tags)-1
+	for i := int(g) & mask; ; i = (i + 1) & mask {
+		switch t.tags[i].Load() {
 		case 0:
 			return -1
-		case t:
-			if s := &sh.slots[i]; s.hash == h && s.id == id {
+		case g:
+			// Under the shard's lock no slot changes identity.
+			if s := &t.slots[i]; s.id == id {
 				return i
 			}
 		}
 	}
 }
 
-// insert returns the index of id's slot, adding an empty one when there is
-// none.
-func (sh *shard) insert(id string, h uint64) int {
+// insert returns the index of id's slot, locked, adding an empty one when
+// there is none; sh.mu must be held. The caller gives it a counter before
+// it unlocks it (an empty slot is free).
+func (sh *shard) insert(id string, h uint64) (*slot, int) {
 	if i := sh.find(id, h); i >= 0 {
-		return i
+		s := &sh.tab.Load().slots[i]
+		s.mu.Lock()
+		return s, i
 	}
-	if 4*(sh.n+1) > 3*len(sh.tags) { // at most three quarters in use
-		sh.resize(max(2*len(sh.tags), minSlots))
+	t := sh.tab.Load()
+	if t == nil || 4*(sh.n+1) > 3*len(t.tags) { // at most three quarters in use
+		n := minSlots
+		if t != nil {
+			n = 2 * len(t.tags)
+		}
+		t = sh.resize(n)
 	}
-	i := sh.free(h)
-	sh.tags[i] = tag(h)
-	sh.slots[i] = slot{hash: h, id: id}
+	g := tag(h)
+	i := t.free(g)
+	s := &t.slots[i]
+	s.mu.Lock()
+	s.id = id
+	t.tags[i].Store(g)
 	sh.n++
-	return i
+	return s, i
 }
 
-// free returns the first free slot of h's probe sequence.
-func (sh *shard) free(h uint64) int {
-	mask := len(sh.tags) - 1
-	i := sh.home(h)
-	for sh.tags[i] != 0 {
+// free returns the first free slot of the probe sequence of tag g.
+func (t *table) free(g uint32) int {
+	mask := len(t.tags) - 1
+	i := int(g) & mask
+	for t.tags[i].Load() != 0 {
 		i = (i + 1) & mask
 	}
 	return i
 }
 
-// resize moves every slot into a table of n slots.
-func (sh *shard) resize(n int) {
-	tags, slots := sh.tags, sh.slots
-	sh.tags, sh.slots = make([]uint8, n), make([]slot, n)
-	for i, t := range tags {
-		if t != 0 {
-			j := sh.free(slots[i].hash)
-			sh.tags[j], sh.slots[j] = t, slots[i]
+// resize moves every identity into a new table of n slots and returns it;
+// sh.mu must be held.
+func (sh *shard) resize(n int) *table {
+	t := &table{tags: make([]atomic.Uint32, n), slots: make([]slot, n)}
+	if old := sh.tab.Load(); old != nil {
+		for i := range old.tags {
+			g := old.tags[i].Load()
+			if g == 0 {
+				continue
+			}
+			s := &old.slots[i]
+			s.mu.Lock()
+			j := t.free(g)
+			s.moveTo(&t.slots[j]) // t is not yet published: no lock needed
+			t.tags[j].Store(g)
+			s.mu.Unlock()
 		}
 	}
+	sh.tab.Store(t)
+	return t
 }
 
-// remove frees slot i, moving later slots of its probe run back so that
-// every slot stays reachable from its home without a tombstone.
+// remove frees slot i, which the caller has emptied and unlocked, moving
+// later slots of its probe run back so that every slot stays reachable
+// from its home without a tombstone; sh.mu must be held.
 func (sh *shard) remove(i int) {
-	mask := len(sh.tags) - 1
-	for j := (i + 1) & mask; sh.tags[j] != 0; j = (j + 1) & mask {
+	t := sh.tab.Load()
+	mask := len(t.tags) - 1
+	t.tags[i].Store(0)
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		g := t.tags[j].Load()
+		if g == 0 {
+			break
+		}
 		// j may fill the hole at i unless its home lies cyclically in
 		// (i, j]: then moving it before its home would lose it.
-		if k := sh.home(sh.slots[j].hash); (j-k)&mask >= (j-i)&mask {
-			sh.tags[i], sh.slots[i] = sh.tags[j], sh.slots[j]
+		if k := int(g) & mask; (j-k)&mask >= (j-i)&mask {
+			d, s := &t.slots[i], &t.slots[j]
+			d.mu.Lock()
+			s.mu.Lock()
+			s.moveTo(d)
+			t.tags[i].Store(g)
+			t.tags[j].Store(0)
+			s.mu.Unlock()
+			d.mu.Unlock()
 			i = j
 		}
 	}
-	sh.tags[i], sh.slots[i] = 0, slot{}
 	sh.n--
 }
 
 // pairOf reports whether slot s's pair counts rule (name, length).
-func (sh *shard) pairOf(s *slot, name string, length time.Duration) bool {
-	return s.rule != 0 && sh.rules[s.rule-1].is(name, length)
+func pairOf(s *slot, name string, length time.Duration) bool {
+	return s.rule != nil && s.rule.is(name, length)
 }
 
-// count returns the count of sl in slot i (0 when i < 0).
-func (sh *shard) count(i int, sl kvstore.Slot) int64 {
-	if i < 0 {
+// count returns the count of sl in s (0 when s is nil); s.mu must be held.
+func count(s *slot, sl kvstore.Slot) int64 {
+	if s == nil {
 		return 0
 	}
-	s := &sh.slots[i]
-	if sh.pairOf(s, sl.Name, sl.Length) {
+	if pairOf(s, sl.Name, sl.Length) {
 		switch sl.Bucket {
 		case s.bucket:
 			return s.cur
@@ -236,18 +316,18 @@ func (sh *shard) count(i int, sl kvstore.Slot) int64 {
 	return 0
 }
 
-// counter returns the counter of sl in slot i, making it when it is
-// missing. Moving the pair on to a later bucket drops the counts that
-// bucket can no longer read, so rolling buckets over allocates nothing.
-func (sh *shard) counter(i int, sl kvstore.Slot) *int64 {
-	s := &sh.slots[i]
-	if s.rule == 0 && !s.more.has(sl.Name, sl.Length) {
-		if r := sh.intern(sl.Name, sl.Length); r != 0 {
-			s.rule, s.bucket, s.prev, s.cur = r, sl.Bucket, 0, 0
+// counter returns the counter of sl in s, making it when it is missing;
+// sh.mu and s.mu must be held. Moving the pair on to a later bucket drops
+// the counts that bucket can no longer read, so rolling buckets over
+// allocates nothing.
+func (sh *shard) counter(s *slot, sl kvstore.Slot) *int64 {
+	if s.rule == nil && !s.more.has(sl.Name, sl.Length) {
+		if k := sh.intern(sl.Name, sl.Length); k != nil {
+			s.rule, s.bucket, s.prev, s.cur = k, sl.Bucket, 0, 0
 			return &s.cur
 		}
 	}
-	if sh.pairOf(s, sl.Name, sl.Length) {
+	if pairOf(s, sl.Name, sl.Length) {
 		switch d := sl.Bucket - s.bucket; {
 		case d == 0:
 			return &s.cur
@@ -308,47 +388,81 @@ func (cs *cells) cell(sl kvstore.Slot) *cell {
 	return c
 }
 
-// intern returns 1 + the index in sh.rules of rule (name, length), adding
-// it and counting one more pair of it; 0 when the table is full.
-func (sh *shard) intern(name string, length time.Duration) uint32 {
+// intern returns the shard's key of rule (name, length), adding it, and
+// counts one more pair of it; nil when the shard has maxRules rules.
+func (sh *shard) intern(name string, length time.Duration) *ruleKey {
 	free := -1
-	for i := range sh.rules {
-		k := &sh.rules[i]
+	for i, k := range sh.rules {
+		if k == nil {
+			if free < 0 {
+				free = i
+			}
+			continue
+		}
 		if k.is(name, length) {
 			k.refs++
-			return uint32(i + 1)
-		}
-		if k.refs == 0 && free < 0 {
-			free = i
+			return k
 		}
 	}
-	if free < 0 {
-		if len(sh.rules) == maxRules {
-			return 0
-		}
-		sh.rules = append(sh.rules, ruleKey{})
-		free = len(sh.rules) - 1
+	k := &ruleKey{name: name, length: length, refs: 1}
+	switch {
+	case free >= 0:
+		sh.rules[free] = k
+	case len(sh.rules) < maxRules:
+		sh.rules = append(sh.rules, k)
+	default:
+		return nil
 	}
-	sh.rules[free] = ruleKey{name: name, length: length, refs: 1}
-	return uint32(free + 1)
+	return k
 }
 
-// release drops slot s's pair.
+// release drops slot s's pair; sh.mu and s.mu must be held.
 func (sh *shard) release(s *slot) {
-	k := &sh.rules[s.rule-1]
-	if k.refs--; k.refs == 0 {
-		*k = ruleKey{} // keep no name alive
+	if s.rule.refs--; s.rule.refs == 0 {
+		for i, k := range sh.rules {
+			if k == s.rule {
+				sh.rules[i] = nil // keep no name alive
+			}
+		}
 	}
-	s.rule, s.bucket, s.prev, s.cur = 0, 0, 0, 0
+	s.rule, s.bucket, s.prev, s.cur = nil, 0, 0, 0
+}
+
+// locked returns id's slot, locked, or nil; sh.mu must be held.
+func (sh *shard) locked(id string, h uint64) *slot {
+	i := sh.find(id, h)
+	if i < 0 {
+		return nil
+	}
+	s := &sh.tab.Load().slots[i]
+	s.mu.Lock()
+	return s
+}
+
+// unlockSlot unlocks slot i, returned by insert, freeing it when it holds
+// no counter (an identity whose first request changed nothing); sh.mu must
+// be held.
+func (sh *shard) unlockSlot(s *slot, i int) {
+	used := s.used()
+	if !used {
+		s.id = "" // keep no id alive
+	}
+	s.mu.Unlock()
+	if !used {
+		sh.remove(i)
+	}
 }
 
 // Load implements kvstore.Store. It never fails.
 func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
 	sh, h := s.shard(id)
 	sh.mu.Lock()
-	i := sh.find(id, h)
-	for k, sl := range slots {
-		counts[k] = sh.count(i, sl)
+	sl := sh.locked(id, h)
+	for k, x := range slots {
+		counts[k] = count(sl, x)
+	}
+	if sl != nil {
+		sl.mu.Unlock()
 	}
 	sh.mu.Unlock()
 	return nil
@@ -358,12 +472,13 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
 	sh.mu.Lock()
-	i := sh.insert(id, h)
-	for k, sl := range slots {
+	sl, i := sh.insert(id, h)
+	for k, x := range slots {
 		if costs[k] != 0 {
-			*sh.counter(i, sl) += costs[k]
+			*sh.counter(sl, x) += costs[k]
 		}
 	}
+	sh.unlockSlot(sl, i)
 	sh.observe(slots)
 	sh.mu.Unlock()
 	return nil
@@ -374,26 +489,26 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := sh.find(id, h)
+	sl, i := sh.insert(id, h)
 	ok := true
 	for k, c := range conds {
-		counts[k] = sh.count(i, c.Slot)
+		counts[k] = count(sl, c.Slot)
 		if counts[k] > c.Max {
 			ok = false
 		}
 	}
+	if ok {
+		for k, c := range conds {
+			if c.Add != 0 {
+				n := sh.counter(sl, c.Slot)
+				*n += c.Add
+				counts[k] = *n
+			}
+		}
+	}
+	sh.unlockSlot(sl, i)
 	if !ok {
 		return false, nil
-	}
-	if i < 0 {
-		i = sh.insert(id, h)
-	}
-	for k, c := range conds {
-		if c.Add != 0 {
-			n := sh.counter(i, c.Slot)
-			*n += c.Add
-			counts[k] = *n
-		}
 	}
 	for _, c := range conds {
 		sh.observeSlot(c.Slot)
@@ -407,71 +522,77 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	i := sh.find(id, h)
-	for k, sl := range slots {
-		counts[k] = sh.count(i, sl)
+	sl, i := sh.insert(id, h)
+	for k, x := range slots {
+		counts[k] = count(sl, x)
 	}
-	if !a.Admit(counts) {
-		return false, nil
-	}
-	if i < 0 {
-		i = sh.insert(id, h)
-	}
-	for k, sl := range slots {
-		if costs[k] != 0 {
-			*sh.counter(i, sl) += costs[k]
+	ok := a.Admit(counts)
+	if ok {
+		for k, x := range slots {
+			if costs[k] != 0 {
+				*sh.counter(sl, x) += costs[k]
+			}
 		}
 	}
-	sh.observe(slots)
-	return true, nil
+	sh.unlockSlot(sl, i)
+	if ok {
+		sh.observe(slots)
+	}
+	return ok, nil
 }
 
 // UpdateRule implements kvstore.RuleUpdater. It never fails.
+//
+// The common check (a known identity whose pair counts r, at or after the
+// pair's bucket, in time the shard has seen, no sweep due) holds only its
+// slot's lock; any other takes the shard's lock too.
 func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
 	sh, h := s.shard(id)
+	if t := sh.tab.Load(); t != nil {
+		if sl := t.lookup(id, h); sl != nil {
+			now := sh.now.Load()
+			if pairOf(sl, r.Name, r.Period) && pos.Index >= sl.bucket &&
+				pos.Index*int64(r.Period) <= now && now < sh.nextSweep.Load() {
+				switch pos.Index - sl.bucket {
+				case 0:
+					prev, cur = sl.prev, sl.cur
+				case 1:
+					prev = sl.cur
+				}
+				ok = r.AdmitsAt(pos, prev, cur, cost)
+				if ok && cost != 0 {
+					if pos.Index != sl.bucket {
+						sl.bucket, sl.prev, sl.cur = pos.Index, prev, 0
+					}
+					sl.cur += cost
+				}
+				sl.mu.Unlock()
+				return prev, cur, ok, nil
+			}
+			sl.mu.Unlock()
+		}
+	}
+	return sh.updateRule(id, h, r, pos, cost)
+}
+
+// updateRule is UpdateRule under the shard's lock.
+func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
+	cs := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 	sh.mu.Lock()
-	i := sh.find(id, h)
-	var sl *slot
-	if i >= 0 {
-		sl = &sh.slots[i]
+	sl, i := sh.insert(id, h)
+	prev = count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
+	cur = count(sl, cs)
+	ok = r.AdmitsAt(pos, prev, cur, cost)
+	if ok && cost != 0 {
+		*sh.counter(sl, cs) += cost
 	}
-	// The common case reads the pair of a slot at or before now's bucket;
-	// the others (no pair of r, a lagging clock) go through count.
-	fast := sl != nil && sh.pairOf(sl, r.Name, r.Period) && pos.Index >= sl.bucket
-	if fast {
-		switch pos.Index - sl.bucket {
-		case 0:
-			prev, cur = sl.prev, sl.cur
-		case 1:
-			prev = sl.cur
-		}
-	} else {
-		prev = sh.count(i, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
-		cur = sh.count(i, kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period})
+	sh.unlockSlot(sl, i)
+	if ok {
+		sh.observeSlot(cs)
+		sh.sweep()
 	}
-	if !r.AdmitsAt(pos, prev, cur, cost) {
-		sh.mu.Unlock()
-		return prev, cur, false, nil
-	}
-	if cost != 0 {
-		if fast {
-			if pos.Index != sl.bucket {
-				sl.bucket, sl.prev, sl.cur = pos.Index, prev, 0
-			}
-			sl.cur += cost
-		} else {
-			if i < 0 {
-				i = sh.insert(id, h)
-			}
-			*sh.counter(i, kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}) += cost
-		}
-	}
-	if t := pos.Index * int64(r.Period); t > sh.now {
-		sh.now = t
-	}
-	sh.sweep()
 	sh.mu.Unlock()
-	return prev, cur, true, nil
+	return prev, cur, ok, nil
 }
 
 // Len returns the number of identities held, for tests and metrics.
@@ -486,6 +607,8 @@ func (s *Store) Len() int {
 	return n
 }
 
+// observe records the slots' bucket starts as observed time and sweeps
+// when one is due; sh.mu must be held.
 func (sh *shard) observe(slots []kvstore.Slot) {
 	for _, sl := range slots {
 		sh.observeSlot(sl)
@@ -494,37 +617,43 @@ func (sh *shard) observe(slots []kvstore.Slot) {
 }
 
 func (sh *shard) observeSlot(sl kvstore.Slot) {
-	if t := sl.Bucket * int64(sl.Length); t > sh.now {
-		sh.now = t
+	if t := sl.Bucket * int64(sl.Length); t > sh.now.Load() {
+		sh.now.Store(t)
 	}
 }
 
 // sweep drops expired counters and empty identities, at most once per
-// sweepEvery of observed time, so its cost is spread over many calls.
+// sweepEvery of observed time, so its cost is spread over many calls;
+// sh.mu must be held.
 func (sh *shard) sweep() {
-	if sh.now >= sh.nextSweep {
+	if sh.now.Load() >= sh.nextSweep.Load() {
 		sh.sweepNow()
 	}
 }
 
 // sweepNow is sweep's work, out of line so that sweep's test inlines.
 func (sh *shard) sweepNow() {
-	sh.nextSweep = sh.now + sweepEvery
-	live := func(bucket int64, length time.Duration) bool {
-		return window.Start(bucket+2, length).UnixNano() > sh.now
+	now := sh.now.Load()
+	sh.nextSweep.Store(now + sweepEvery)
+	t := sh.tab.Load()
+	if t == nil {
+		return
 	}
-	for i := 0; i < len(sh.tags); {
-		if sh.tags[i] == 0 {
+	live := func(bucket int64, length time.Duration) bool {
+		return window.Start(bucket+2, length).UnixNano() > now
+	}
+	for i := 0; i < len(t.tags); {
+		if t.tags[i].Load() == 0 {
 			i++
 			continue
 		}
-		s := &sh.slots[i]
-		if s.rule != 0 {
-			k := &sh.rules[s.rule-1]
+		s := &t.slots[i]
+		s.mu.Lock()
+		if s.rule != nil {
 			switch {
-			case !live(s.bucket, k.length):
+			case !live(s.bucket, s.rule.length):
 				sh.release(s)
-			case !live(s.bucket-1, k.length):
+			case !live(s.bucket-1, s.rule.length):
 				s.prev = 0
 			}
 		}
@@ -541,17 +670,20 @@ func (sh *shard) sweepNow() {
 				s.more = nil
 			}
 		}
-		if s.rule == 0 && s.more == nil {
+		if !s.used() {
+			s.id = ""
+			s.mu.Unlock()
 			// remove moves a later slot into i, or none; either way i
 			// is looked at again. A slot may move from the start of the
 			// table to its end and be looked at twice: harmless.
 			sh.remove(i)
 			continue
 		}
+		s.mu.Unlock()
 		i++
 	}
 	// Give back the table of identities that have gone.
-	if n := len(sh.tags); n > minSlots && sh.n < n/8 {
+	if n := len(t.tags); n > minSlots && sh.n < n/8 {
 		sh.resize(max(minSlots, 1<<bits.Len(uint(2*sh.n))))
 	}
 }

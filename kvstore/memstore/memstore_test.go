@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -89,20 +91,28 @@ func TestRollOverReusesCells(t *testing.T) {
 		t.Errorf("AddIf across bucket roll-overs allocates %.1f per call, want 0", allocs)
 	}
 	sh, h := s.shard("k")
-	if got := counters(sh, sh.find("k", h)); got > 3 {
+	if got := counters(slotOf(sh, "k", h)); got > 3 {
 		t.Errorf("identity holds %d counters after 100 roll-overs, want at most 3", got)
 	}
 }
 
-// counters returns how many counters slot i holds: its pair's two and its
+// slotOf returns id's slot, or nil.
+func slotOf(sh *shard, id string, h uint64) *slot {
+	if i := sh.find(id, h); i >= 0 {
+		return &sh.tab.Load().slots[i]
+	}
+	return nil
+}
+
+// counters returns how many counters s holds: its pair's two and its
 // cells.
-func counters(sh *shard, i int) int {
+func counters(s *slot) int {
 	n := 0
-	if s := &sh.slots[i]; s.rule != 0 {
+	if s.rule != nil {
 		n = 2
 	}
-	if cs := sh.slots[i].more; cs != nil {
-		n += len(cs.c)
+	if s.more != nil {
+		n += len(s.more.c)
 	}
 	return n
 }
@@ -132,23 +142,23 @@ func TestHashCollisionsProbe(t *testing.T) {
 	s := New()
 	sh, h := s.shard("a")
 	sh.mu.Lock()
-	a := sh.insert("a", h)
-	b := sh.insert("b", h) // same h: the slot after a's
-	sh.mu.Unlock()
-	if a == b || sh.find("a", h) != a || sh.find("b", h) != b {
+	a, i := sh.insert("a", h)
+	*sh.counter(a, minuteSlot(t0)) = 3
+	a.mu.Unlock()
+	b, j := sh.insert("b", h)                               // same h: the slot after a's
+	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
+	b.mu.Unlock()
+	if i == j || sh.find("a", h) != i || sh.find("b", h) != j {
 		t.Fatal("colliding identities not told apart")
 	}
-	sh.mu.Lock()
-	*sh.counter(a, minuteSlot(t0)) = 3
-	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
 	sh.observeSlot(minuteSlot(t0))
-	sh.nextSweep = 0
+	sh.nextSweep.Store(0)
 	sh.sweep()
 	sh.mu.Unlock()
 	if sh.find("b", h) >= 0 {
 		t.Error("expired colliding identity not swept")
 	}
-	if i := sh.find("a", h); i < 0 || sh.count(i, minuteSlot(t0)) != 3 {
+	if a := slotOf(sh, "a", h); a == nil || count(a, minuteSlot(t0)) != 3 {
 		t.Error("live colliding identity lost in the sweep")
 	}
 }
@@ -163,11 +173,12 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 		sh.resize(16)
 		hash := func(k int) uint64 {
 			home := uint64(13 + (k*7+int(seed))%5) // homes 13..17 wrap past 15
-			return home<<shardBits | uint64(k)<<40
+			return home<<shardBits | uint64(k)<<20
 		}
 		for k := range n {
-			i := sh.insert(fmt.Sprint("id-", k), hash(k))
-			*sh.counter(i, minuteSlot(t0)) = int64(k + 1)
+			s, _ := sh.insert(fmt.Sprint("id-", k), hash(k))
+			*sh.counter(s, minuteSlot(t0)) = int64(k + 1)
+			s.mu.Unlock()
 		}
 		gone := map[int]bool{}
 		x := seed*0x9e3779b97f4a7c15 | 1
@@ -180,13 +191,19 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 				continue
 			}
 			gone[k] = true
-			sh.remove(sh.find(fmt.Sprint("id-", k), hash(k)))
+			i := sh.find(fmt.Sprint("id-", k), hash(k))
+			s := &sh.tab.Load().slots[i]
+			s.mu.Lock()
+			sh.release(s)
+			s.id = ""
+			s.mu.Unlock()
+			sh.remove(i)
 			for k := range n {
-				i := sh.find(fmt.Sprint("id-", k), hash(k))
+				s := slotOf(&sh, fmt.Sprint("id-", k), hash(k))
 				switch {
-				case gone[k] && i >= 0:
+				case gone[k] && s != nil:
 					t.Fatalf("seed %d: removed id-%d still found", seed, k)
-				case !gone[k] && (i < 0 || sh.count(i, minuteSlot(t0)) != int64(k+1)):
+				case !gone[k] && (s == nil || count(s, minuteSlot(t0)) != int64(k+1)):
 					t.Fatalf("seed %d: id-%d lost after removing %d identities", seed, k, len(gone))
 				}
 			}
@@ -225,7 +242,7 @@ func TestPairRulesBounded(t *testing.T) {
 	}
 	live := 0
 	for _, k := range sh.rules {
-		if k.refs > 0 {
+		if k != nil {
 			live++
 		}
 	}
@@ -270,7 +287,9 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 	}
 	heads := func() (n int) {
 		for i := range s.shards {
-			n += len(s.shards[i].slots)
+			if t := s.shards[i].tab.Load(); t != nil {
+				n += len(t.slots)
+			}
 		}
 		return n
 	}
@@ -333,21 +352,90 @@ func TestManyRulesOutgrowInline(t *testing.T) {
 		}
 	}
 	sh, h := s.shard("k")
-	if got, want := counters(sh, sh.find("k", h)), 2*rules; got != want {
+	if got, want := counters(slotOf(sh, "k", h)), 2*rules; got != want {
 		t.Errorf("%d cells after three minutes, want %d: the previous and the current minute of each rule", got, want)
 	}
 }
 
 func TestLayout(t *testing.T) {
-	// One cache line per identity with one rule; the shard's lock line
-	// apart from its time and rules.
+	// One cache line per identity with one rule, and per shard.
 	if got, want := unsafe.Sizeof(slot{}), uintptr(64); got != want {
 		t.Errorf("slot is %d bytes, want %d", got, want)
 	}
-	if got, want := unsafe.Sizeof(shard{}), uintptr(128); got != want {
+	if got, want := unsafe.Sizeof(shard{}), uintptr(64); got != want {
 		t.Errorf("shard is %d bytes, want %d", got, want)
 	}
-	if got, want := unsafe.Offsetof(shard{}.now), uintptr(64); got != want {
-		t.Errorf("shard.now at offset %d, want %d", got, want)
+}
+
+func TestUpdateRuleExactWhileTableChanges(t *testing.T) {
+	// Checks that hold only their slot's lock run while other identities
+	// are inserted (tables grow), expire and are swept (slots move back
+	// over removed ones) and tables shrink: every admitted request must
+	// be counted once, in its own identity.
+	ctx := context.Background()
+	s := New()
+	minute := window.Rule{Name: "minute", Limit: 1 << 40, Period: time.Minute}
+	second := window.Rule{Name: "second", Limit: 1 << 40, Period: time.Second}
+	for i := range 3000 { // expire when the test's minute begins
+		if _, _, ok, err := s.UpdateRule(ctx, fmt.Sprint("old-", i), minute, minute.At(t0), 1); !ok || err != nil {
+			t.Fatalf("old-%d: %v, %v", i, ok, err)
+		}
+	}
+	start := t0.Add(2 * time.Minute)
+	hot := make([]string, 300)
+	for i := range hot {
+		hot[i] = fmt.Sprint("hot-", i)
+	}
+	const workers = 4
+	admitted := make([]atomic.Int64, len(hot))
+	var churned atomic.Bool // the workers check until the churn is over
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := uint64(w+1) * 0x9e3779b97f4a7c15
+			for n := 0; n < 1000 || !churned.Load(); n++ {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				k := int(x % uint64(len(hot)))
+				if _, _, ok, err := s.UpdateRule(ctx, hot[k], minute, minute.At(start), 1); err != nil || !ok {
+					t.Errorf("%s: %v, %v", hot[k], ok, err)
+					return
+				}
+				admitted[k].Add(1)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // churn: identities of a one-second rule, swept every second
+		defer wg.Done()
+		defer churned.Store(true)
+		for sec := range 40 {
+			at := start.Add(time.Duration(sec) * time.Second)
+			for i := range 200 {
+				id := fmt.Sprint("churn-", sec, "-", i)
+				if _, _, ok, err := s.UpdateRule(ctx, id, second, second.At(at), 1); err != nil || !ok {
+					t.Errorf("%s: %v, %v", id, ok, err)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	for k, id := range hot {
+		counts := []int64{0}
+		if err := s.Load(ctx, id, []kvstore.Slot{{Name: "minute", Bucket: minute.At(start).Index, Length: time.Minute}}, counts); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := counts[0], admitted[k].Load(); got != want {
+			t.Errorf("%s: count %d, admitted %d", id, got, want)
+		}
+	}
+	// Old identities are gone; what remains is the hot ones and the churn
+	// of the last two seconds at most.
+	if got, most := s.Len(), len(hot)+3*200; got > most {
+		t.Errorf("Len = %d, want at most %d", got, most)
 	}
 }
