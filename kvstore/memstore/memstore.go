@@ -453,9 +453,46 @@ func (sh *shard) unlockSlot(s *slot, i int) {
 	}
 }
 
+// known returns id's slot, locked, when a call on slots may read and
+// count in it without the shard's lock: the slot holds id and has its pair
+// (so that no counter needs a new rule), no slot starts after the time the
+// shard has seen, and no sweep is due. Otherwise it returns nil and the
+// call takes the shard's lock.
+func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
+	t := sh.tab.Load()
+	if t == nil {
+		return nil
+	}
+	s := t.lookup(id, h)
+	if s == nil {
+		return nil
+	}
+	now := sh.now.Load()
+	ok := s.rule != nil && now < sh.nextSweep.Load()
+	for _, x := range slots {
+		ok = ok && x.Bucket*int64(x.Length) <= now
+	}
+	if !ok {
+		s.mu.Unlock()
+		return nil
+	}
+	return s
+}
+
 // Load implements kvstore.Store. It never fails.
 func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
 	sh, h := s.shard(id)
+	if t := sh.tab.Load(); t != nil {
+		if sl := t.lookup(id, h); sl != nil {
+			for k, x := range slots {
+				counts[k] = count(sl, x)
+			}
+			sl.mu.Unlock()
+			return nil
+		}
+	}
+	// Not found without the shard's lock: a resize or a removal may have
+	// hidden it; look again under the lock.
 	sh.mu.Lock()
 	sl := sh.locked(id, h)
 	for k, x := range slots {
@@ -471,41 +508,45 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 // Add implements kvstore.Store. It never fails.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
+	if sl := sh.known(id, h, slots); sl != nil {
+		add(sh, sl, slots, costs)
+		sl.mu.Unlock()
+		return nil
+	}
 	sh.mu.Lock()
 	sl, i := sh.insert(id, h)
-	for k, x := range slots {
-		if costs[k] != 0 {
-			*sh.counter(sl, x) += costs[k]
-		}
-	}
+	add(sh, sl, slots, costs)
 	sh.unlockSlot(sl, i)
 	sh.observe(slots)
 	sh.mu.Unlock()
 	return nil
 }
 
+// add adds costs[k] to slots[k] in sl; sl.mu must be held, and sh.mu too
+// unless sl has its pair.
+func add(sh *shard, sl *slot, slots []kvstore.Slot, costs []int64) {
+	for k, x := range slots {
+		if costs[k] != 0 {
+			*sh.counter(sl, x) += costs[k]
+		}
+	}
+}
+
 // AddIf implements kvstore.Conditional. It never fails.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
 	sh, h := s.shard(id)
+	if sl := sh.known(id, h, nil); sl != nil {
+		if seen(sh, conds) {
+			ok := addIf(sh, sl, conds, counts)
+			sl.mu.Unlock()
+			return ok, nil
+		}
+		sl.mu.Unlock()
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sl, i := sh.insert(id, h)
-	ok := true
-	for k, c := range conds {
-		counts[k] = count(sl, c.Slot)
-		if counts[k] > c.Max {
-			ok = false
-		}
-	}
-	if ok {
-		for k, c := range conds {
-			if c.Add != 0 {
-				n := sh.counter(sl, c.Slot)
-				*n += c.Add
-				counts[k] = *n
-			}
-		}
-	}
+	ok := addIf(sh, sl, conds, counts)
 	sh.unlockSlot(sl, i)
 	if !ok {
 		return false, nil
@@ -517,28 +558,70 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 	return true, nil
 }
 
+// seen reports whether no clause's slot starts after the time sh has seen.
+func seen(sh *shard, conds []kvstore.Cond) bool {
+	now := sh.now.Load()
+	for _, c := range conds {
+		if c.Bucket*int64(c.Length) > now {
+			return false
+		}
+	}
+	return true
+}
+
+// addIf is AddIf on sl; sl.mu must be held, and sh.mu too unless sl has
+// its pair.
+func addIf(sh *shard, sl *slot, conds []kvstore.Cond, counts []int64) bool {
+	ok := true
+	for k, c := range conds {
+		counts[k] = count(sl, c.Slot)
+		if counts[k] > c.Max {
+			ok = false
+		}
+	}
+	if !ok {
+		return false
+	}
+	for k, c := range conds {
+		if c.Add != 0 {
+			n := sh.counter(sl, c.Slot)
+			*n += c.Add
+			counts[k] = *n
+		}
+	}
+	return true
+}
+
 // Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
 	sh, h := s.shard(id)
+	if sl := sh.known(id, h, slots); sl != nil {
+		ok := update(sh, sl, slots, counts, costs, a)
+		sl.mu.Unlock()
+		return ok, nil
+	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sl, i := sh.insert(id, h)
-	for k, x := range slots {
-		counts[k] = count(sl, x)
-	}
-	ok := a.Admit(counts)
-	if ok {
-		for k, x := range slots {
-			if costs[k] != 0 {
-				*sh.counter(sl, x) += costs[k]
-			}
-		}
-	}
+	ok := update(sh, sl, slots, counts, costs, a)
 	sh.unlockSlot(sl, i)
 	if ok {
 		sh.observe(slots)
 	}
 	return ok, nil
+}
+
+// update is Update on sl; sl.mu must be held, and sh.mu too unless sl has
+// its pair.
+func update(sh *shard, sl *slot, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) bool {
+	for k, x := range slots {
+		counts[k] = count(sl, x)
+	}
+	if !a.Admit(counts) {
+		return false
+	}
+	add(sh, sl, slots, costs)
+	return true
 }
 
 // UpdateRule implements kvstore.RuleUpdater. It never fails.
