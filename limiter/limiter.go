@@ -175,6 +175,11 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // around: a Result is some 660 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	if len(rules) == 1 && l.oneRule {
+		if r := &rules[0]; !r.Local && cost > 0 && r.Limit > 0 && r.Period > 0 {
+			return l.one(ctx, now, id, rules, cost, res)
+		}
+	}
 	return l.check(ctx, now, id, rules, cost, true, res)
 }
 
@@ -188,11 +193,6 @@ func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules 
 
 // check is CheckInto, counting only when write is set.
 func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, write bool, res *Result) error {
-	if len(rules) == 1 && write && l.oneRule {
-		if r := &rules[0]; !r.Local && cost > 0 && r.Limit > 0 && r.Period > 0 {
-			return l.one(ctx, now, id, rules, cost, res)
-		}
-	}
 	res.Decision, res.N, res.Cached = window.Decision{}, 0, false
 	if len(rules) == 0 || len(rules) > MaxRules {
 		return ErrRules
@@ -257,9 +257,9 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	return nil
 }
 
-// one is check for the most common request: one valid shared rule, a
-// positive cost, counted, on a store that decides a rule under its lock
-// (oneRule). It needs no scratch: the store returns the two counts, and a
+// one is CheckInto for the most common request: one valid shared rule, a
+// positive cost, on a store that decides a rule under its lock (oneRule),
+// tested before check's frame is set up. It needs no scratch: the store returns the two counts, and a
 // single decision is its own combination. CountDenied takes the general
 // path (it counts after a denial).
 func (l *Limiter) one(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
