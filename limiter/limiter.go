@@ -265,9 +265,7 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 func (l *Limiter) one(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
 	now = l.clock(now)
 	res.N, res.Cached = 1, false
-	// The size test is answer's own, here too so that a limiter that
-	// blocks nobody makes no call.
-	if d := l.deny; d != nil && d.size.Load() != 0 && d.answer(id, now, rules, cost, res) {
+	if l.deny != nil && l.deny.answer(id, now, rules, cost, res) {
 		return nil
 	}
 	r := &rules[0]
