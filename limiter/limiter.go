@@ -259,9 +259,9 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 
 // one is CheckInto for the most common request: one valid shared rule, a
 // positive cost, on a store that decides a rule under its lock (oneRule),
-// tested before check's frame is set up. It needs no scratch: the store returns the two counts, and a
-// single decision is its own combination. CountDenied takes the general
-// path (it counts after a denial).
+// tested before check's frame is set up. It needs no scratch: the store
+// returns the two counts, and a single decision is its own combination.
+// CountDenied takes the general path (it counts after a denial).
 func (l *Limiter) one(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
 	now = l.clock(now)
 	res.N, res.Cached = 1, false

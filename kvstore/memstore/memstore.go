@@ -159,53 +159,42 @@ func (s *Store) shard(id string) (*shard, uint64) {
 // never 0, which marks a free slot.
 func tag(h uint64) uint32 { return uint32(h>>shardBits) | 1<<31 }
 
-// lookup returns id's slot, locked, when t holds it; nil otherwise. It
-// needs no shard lock: a slot counts only once it is locked and holds id.
-func (t *table) lookup(id string, h uint64) *slot {
+// lookup returns id's slot, locked, and its index when t holds it; nil
+// otherwise. It needs no shard lock: a slot counts only once it is locked
+// and holds id. Under the shard's lock, where no slot changes identity,
+// nil means that t does not hold id.
+func (t *table) lookup(id string, h uint64) (*slot, int) {
 	g, mask := tag(h), len(t.tags)-1
 	for i, n := int(g)&mask, 0; n < len(t.tags); i, n = (i+1)&mask, n+1 {
 		switch t.tags[i].Load() {
 		case 0:
-			return nil
+			return nil, -1
 		case g:
 			s := &t.slots[i]
 			s.mu.Lock()
 			if s.id == id && s.used() {
-				return s
+				return s, i
 			}
 			s.mu.Unlock()
 		}
 	}
-	return nil
+	return nil, -1
 }
 
-// find returns the index of id's slot, or -1; sh.mu must be held.
-func (sh *shard) find(id string, h uint64) int {
-	t := sh.tab.Load()
-	if t == nil {
-		return -1
+// locked returns id's slot, locked, and its index, or nil; sh.mu must be
+// held.
+func (sh *shard) locked(id string, h uint64) (*slot, int) {
+	if t := sh.tab.Load(); t != nil {
+		return t.lookup(id, h)
 	}
-	g, mask := tag(h), len(t.tags)-1
-	for i := int(g) & mask; ; i = (i + 1) & mask {
-		switch t.tags[i].Load() {
-		case 0:
-			return -1
-		case g:
-			// Under the shard's lock no slot changes identity.
-			if s := &t.slots[i]; s.id == id {
-				return i
-			}
-		}
-	}
+	return nil, -1
 }
 
 // insert returns the index of id's slot, locked, adding an empty one when
 // there is none; sh.mu must be held. The caller gives it a counter before
 // it unlocks it (an empty slot is free).
 func (sh *shard) insert(id string, h uint64) (*slot, int) {
-	if i := sh.find(id, h); i >= 0 {
-		s := &sh.tab.Load().slots[i]
-		s.mu.Lock()
+	if s, i := sh.locked(id, h); s != nil {
 		return s, i
 	}
 	t := sh.tab.Load()
@@ -428,17 +417,6 @@ func (sh *shard) release(s *slot) {
 	s.rule, s.bucket, s.prev, s.cur = nil, 0, 0, 0
 }
 
-// locked returns id's slot, locked, or nil; sh.mu must be held.
-func (sh *shard) locked(id string, h uint64) *slot {
-	i := sh.find(id, h)
-	if i < 0 {
-		return nil
-	}
-	s := &sh.tab.Load().slots[i]
-	s.mu.Lock()
-	return s
-}
-
 // unlockSlot unlocks slot i, returned by insert, freeing it when it holds
 // no counter (an identity whose first request changed nothing); sh.mu must
 // be held.
@@ -463,7 +441,7 @@ func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
 	if t == nil {
 		return nil
 	}
-	s := t.lookup(id, h)
+	s, _ := t.lookup(id, h)
 	if s == nil {
 		return nil
 	}
@@ -479,99 +457,76 @@ func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
 	return s
 }
 
+// write returns id's slot, locked, for a write to slots: without the
+// shard's lock (i < 0) when known allows it, else with the shard's lock
+// held and the slot at index i, inserted when missing.
+func (sh *shard) write(id string, h uint64, slots []kvstore.Slot) (s *slot, i int) {
+	if s = sh.known(id, h, slots); s != nil {
+		return s, -1
+	}
+	sh.mu.Lock()
+	return sh.insert(id, h)
+}
+
+// done ends a write that write began: it unlocks the slot and, when the
+// shard's lock is held, records slots as observed time (when observe is
+// set) and unlocks the shard.
+func (sh *shard) done(s *slot, i int, observe bool, slots []kvstore.Slot) {
+	if i < 0 {
+		s.mu.Unlock()
+		return
+	}
+	sh.unlockSlot(s, i)
+	if observe {
+		sh.observe(slots)
+	}
+	sh.mu.Unlock()
+}
+
 // Load implements kvstore.Store. It never fails.
 func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
 	sh, h := s.shard(id)
+	var sl *slot
 	if t := sh.tab.Load(); t != nil {
-		if sl := t.lookup(id, h); sl != nil {
-			for k, x := range slots {
-				counts[k] = count(sl, x)
-			}
-			sl.mu.Unlock()
-			return nil
-		}
+		sl, _ = t.lookup(id, h)
 	}
-	// Not found without the shard's lock: a resize or a removal may have
-	// hidden it; look again under the lock.
-	sh.mu.Lock()
-	sl := sh.locked(id, h)
+	if sl == nil {
+		// Not found without the shard's lock: a resize or a removal may
+		// have hidden it. Under the lock it is where find says; its own
+		// lock then keeps it there.
+		sh.mu.Lock()
+		sl, _ = sh.locked(id, h)
+		sh.mu.Unlock()
+	}
 	for k, x := range slots {
 		counts[k] = count(sl, x)
 	}
 	if sl != nil {
 		sl.mu.Unlock()
 	}
-	sh.mu.Unlock()
 	return nil
 }
 
 // Add implements kvstore.Store. It never fails.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
-	if sl := sh.known(id, h, slots); sl != nil {
-		add(sh, sl, slots, costs)
-		sl.mu.Unlock()
-		return nil
-	}
-	sh.mu.Lock()
-	sl, i := sh.insert(id, h)
-	add(sh, sl, slots, costs)
-	sh.unlockSlot(sl, i)
-	sh.observe(slots)
-	sh.mu.Unlock()
-	return nil
-}
-
-// add adds costs[k] to slots[k] in sl; sl.mu must be held, and sh.mu too
-// unless sl has its pair.
-func add(sh *shard, sl *slot, slots []kvstore.Slot, costs []int64) {
+	sl, i := sh.write(id, h, slots)
 	for k, x := range slots {
 		if costs[k] != 0 {
 			*sh.counter(sl, x) += costs[k]
 		}
 	}
+	sh.done(sl, i, true, slots)
+	return nil
 }
 
-// AddIf implements kvstore.Conditional. It never fails.
+// AddIf implements kvstore.Conditional. It never fails. The limiter
+// calls Update on this store, so AddIf always takes the shard's lock.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
 	sh, h := s.shard(id)
-	if sl := sh.known(id, h, nil); sl != nil {
-		if seen(sh, conds) {
-			ok := addIf(sh, sl, conds, counts)
-			sl.mu.Unlock()
-			return ok, nil
-		}
-		sl.mu.Unlock()
-	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sl, i := sh.insert(id, h)
-	ok := addIf(sh, sl, conds, counts)
-	sh.unlockSlot(sl, i)
-	if !ok {
-		return false, nil
-	}
-	for _, c := range conds {
-		sh.observeSlot(c.Slot)
-	}
-	sh.sweep()
-	return true, nil
-}
-
-// seen reports whether no clause's slot starts after the time sh has seen.
-func seen(sh *shard, conds []kvstore.Cond) bool {
-	now := sh.now.Load()
-	for _, c := range conds {
-		if c.Bucket*int64(c.Length) > now {
-			return false
-		}
-	}
-	return true
-}
-
-// addIf is AddIf on sl; sl.mu must be held, and sh.mu too unless sl has
-// its pair.
-func addIf(sh *shard, sl *slot, conds []kvstore.Cond, counts []int64) bool {
 	ok := true
 	for k, c := range conds {
 		counts[k] = count(sl, c.Slot)
@@ -579,49 +534,38 @@ func addIf(sh *shard, sl *slot, conds []kvstore.Cond, counts []int64) bool {
 			ok = false
 		}
 	}
-	if !ok {
-		return false
-	}
 	for k, c := range conds {
-		if c.Add != 0 {
+		if ok && c.Add != 0 {
 			n := sh.counter(sl, c.Slot)
 			*n += c.Add
 			counts[k] = *n
 		}
 	}
-	return true
+	sh.unlockSlot(sl, i)
+	if ok {
+		for _, c := range conds {
+			sh.observeSlot(c.Slot)
+		}
+		sh.sweep()
+	}
+	return ok, nil
 }
 
 // Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
 	sh, h := s.shard(id)
-	if sl := sh.known(id, h, slots); sl != nil {
-		ok := update(sh, sl, slots, counts, costs, a)
-		sl.mu.Unlock()
-		return ok, nil
-	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sl, i := sh.insert(id, h)
-	ok := update(sh, sl, slots, counts, costs, a)
-	sh.unlockSlot(sl, i)
-	if ok {
-		sh.observe(slots)
-	}
-	return ok, nil
-}
-
-// update is Update on sl; sl.mu must be held, and sh.mu too unless sl has
-// its pair.
-func update(sh *shard, sl *slot, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) bool {
+	sl, i := sh.write(id, h, slots)
 	for k, x := range slots {
 		counts[k] = count(sl, x)
 	}
-	if !a.Admit(counts) {
-		return false
+	ok := a.Admit(counts)
+	for k, x := range slots {
+		if ok && costs[k] != 0 {
+			*sh.counter(sl, x) += costs[k]
+		}
 	}
-	add(sh, sl, slots, costs)
-	return true
+	sh.done(sl, i, ok, slots)
+	return ok, nil
 }
 
 // UpdateRule implements kvstore.RuleUpdater. It never fails.
@@ -632,7 +576,7 @@ func update(sh *shard, sl *slot, slots []kvstore.Slot, counts, costs []int64, a 
 func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
 	sh, h := s.shard(id)
 	if t := sh.tab.Load(); t != nil {
-		if sl := t.lookup(id, h); sl != nil {
+		if sl, _ := t.lookup(id, h); sl != nil {
 			now := sh.now.Load()
 			if pairOf(sl, r.Name, r.Period) && pos.Index >= sl.bucket &&
 				pos.Index*int64(r.Period) <= now && now < sh.nextSweep.Load() {
@@ -722,8 +666,11 @@ func (sh *shard) sweepNow() {
 	if t == nil {
 		return
 	}
+	// A bucket can be read until the bucket after the next one begins
+	// (kvstore.Slot.Expires), bucket starts in Unix nanoseconds as in
+	// observeSlot.
 	live := func(bucket int64, length time.Duration) bool {
-		return window.Start(bucket+2, length).UnixNano() > now
+		return (bucket+2)*int64(length) > now
 	}
 	for i := 0; i < len(t.tags); {
 		if t.tags[i].Load() == 0 {

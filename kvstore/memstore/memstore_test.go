@@ -96,6 +96,15 @@ func TestRollOverReusesCells(t *testing.T) {
 	}
 }
 
+// find returns the index of id's slot, or -1.
+func (sh *shard) find(id string, h uint64) int {
+	s, i := sh.locked(id, h)
+	if s != nil {
+		s.mu.Unlock()
+	}
+	return i
+}
+
 // slotOf returns id's slot, or nil.
 func slotOf(sh *shard, id string, h uint64) *slot {
 	if i := sh.find(id, h); i >= 0 {
