@@ -70,8 +70,11 @@ type Limiter struct {
 	local       stores
 	countDenied bool
 	deny        *denyCache // nil when off
-	latest      atomic.Int64
-	pool        sync.Pool
+	// oneRule: a check of one shared rule may take one, the store
+	// deciding the rule itself (a RuleUpdater, CountDenied off).
+	oneRule bool
+	latest  atomic.Int64
+	pool    sync.Pool
 }
 
 // stores is one store seen through each interface it implements, asserted
@@ -147,6 +150,7 @@ func New(o Options) *Limiter {
 		local = memstore.New()
 	}
 	l.shared, l.local = newStores(shared), newStores(local)
+	l.oneRule = l.shared.ru != nil && !l.countDenied
 	if !o.DisableDenyCache && !o.CountDenied {
 		l.deny = newDenyCache(o.DenyCacheSize)
 	}
@@ -171,6 +175,11 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // around: a Result is some 660 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	if len(rules) == 1 && l.oneRule {
+		if r := &rules[0]; !r.Local && cost > 0 && r.Limit > 0 && r.Period > 0 {
+			return l.one(ctx, now, id, rules, cost, res)
+		}
+	}
 	return l.check(ctx, now, id, rules, cost, true, res)
 }
 
@@ -203,10 +212,6 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	res.N = len(rules)
 	if l.deny != nil && l.deny.answer(id, now, rules, cost, res) {
 		return nil
-	}
-
-	if len(rules) == 1 && hasShared && write && cost > 0 && l.shared.ru != nil && !l.countDenied {
-		return l.one(ctx, now, id, rules, cost, res)
 	}
 
 	sc := l.pool.Get().(*scratch)
@@ -252,19 +257,26 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	return nil
 }
 
-// one is check for the most common request: one shared rule, counted, on a
-// store that decides a rule under its lock. It needs no scratch: the store
+// one is CheckInto for the most common request: one valid shared rule, a
+// positive cost, on a store that decides a rule under its lock (oneRule),
+// tested before check's frame is set up. It needs no scratch: the store
 // returns the two counts, and a single decision is its own combination.
 // CountDenied takes the general path (it counts after a denial).
 func (l *Limiter) one(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+	now = l.clock(now)
+	res.N, res.Cached = 1, false
+	if l.deny != nil && l.deny.answer(id, now, rules, cost, res) {
+		return nil
+	}
 	r := &rules[0]
 	prev, cur, _, err := l.shared.ru.UpdateRule(ctx, id, r.Rule, r.At(now), cost)
 	if err != nil {
+		res.Decision, res.N = window.Decision{}, 0
 		return fmt.Errorf("limiter: update: %w", err)
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
-	res.Rules[0] = r.Decide(now, prev, cur, cost)
-	res.Decision = res.Rules[0]
+	res.Decision = r.Decide(now, prev, cur, cost)
+	res.Rules[0] = res.Decision
 	if !res.Allowed && l.deny != nil {
 		l.deny.remember(id, now, rules, []int64{prev}, []int64{cur})
 	}

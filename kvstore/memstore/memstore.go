@@ -9,14 +9,15 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/window"
 )
 
-// shardCount spreads identities over independently locked maps; a power of
-// two well above the core count keeps lock contention rare.
+// shardCount spreads identities over independently locked tables; a power
+// of two well above the core count keeps lock contention rare.
 const shardCount = 256
 
 // shardBits is log2(shardCount): the hash bits that pick the shard.
@@ -40,27 +41,59 @@ type Store struct {
 	seed   maphash.Seed
 }
 
-// shard is one independently locked hash table of identities. The table is
-// the store's own (chains of entries by hash) rather than a Go map, so that
-// a lookup is one load from heads and then the entry itself, which holds
-// the first counters inline.
+// shard is one hash table of identities: open addressing with linear
+// probing, one cache line per identity (a slot) and a word of the hash per
+// slot in tags, so that a probe reads only the slot it is after.
+//
+// Two kinds of lock keep it exact. A slot's own lock guards its identity
+// and counters: the common check (UpdateRule on a known identity, no new
+// time to record) finds the slot without the shard's lock and holds only
+// the slot's, so that concurrent checks write no shared line but their
+// slots. The shard's lock serializes everything that changes the table
+// (inserts, removals, resizes, the rules, observed time); a change to a
+// slot also takes the slot's lock. A slot found without the shard's lock
+// counts only once its lock is held and it still holds the identity;
+// anything else takes the shard's lock and looks again.
 type shard struct {
 	mu        sync.Mutex
-	heads     []*entry // by the hash's bits above the shard's; len a power of two, or 0
-	n         int      // entries held
-	now       int64    // latest bucket start seen, Unix nanoseconds
-	nextSweep int64
-	_         [8]byte // keep shards on separate cache lines
+	tab       atomic.Pointer[table] // nil until the first insert
+	n         int                   // slots in use
+	now       atomic.Int64          // latest bucket start seen, Unix nanoseconds
+	nextSweep atomic.Int64
+	rules     []*ruleKey // the rules of the slots' pairs; 64 bytes in all
 }
 
-// inlineCells is how many counters an entry holds without a slice of its
-// own: the previous and current buckets of two rules.
-const inlineCells = 4
+// table is a shard's slots. A resize makes a new one and empties the old
+// one's slots, so that a check still probing the old one finds nothing
+// and takes the shard's lock.
+type table struct {
+	tags  []atomic.Uint32 // by slot: 0 when free, else tag(hash)
+	slots []slot          // len(tags), a power of two
+}
 
-// entry holds every counter of one identity, so that all of its rules are
-// decided under one lock. An identity has few rules: a slice beats a map.
-// The first counters sit in the entry itself, one allocation that a lookup
-// reads from front to back.
+// maxRules bounds a shard's rules; an identity's rule beyond it is kept in
+// the identity's cells instead of its pair.
+const maxRules = 64
+
+// ruleKey is one rule a shard's pairs count for. name and length never
+// change, so a check reads them under its slot's lock alone; refs, the
+// pairs that count for it, changes under the shard's lock.
+type ruleKey struct {
+	name   string
+	length time.Duration
+	refs   int
+}
+
+func (k *ruleKey) is(name string, length time.Duration) bool {
+	return k.length == length && k.name == name
+}
+
+// slot holds every counter of one identity, so that all of its rules are
+// decided under one lock, in one cache line for the common identity that
+// has one rule: its pair (the current and the previous bucket of one rule)
+// sits in the slot itself. Other rules, and buckets older than the pair's
+// previous one written by a lagging clock, are cells behind more. A slot
+// with neither a pair nor cells is free.
 //
 // id is the string the identity was first given as, not a copy: callers
 // that pass the same string each time (the HTTP layer's configured keys, a
@@ -68,12 +101,34 @@ const inlineCells = 4
 // An identity sliced out of a larger string would pin that string as long
 // as the identity lives; the HTTP layer's identities are strings of their
 // own.
-type entry struct {
-	hash   uint64
-	next   *entry // the next entry in the same chain of heads
-	id     string
-	cells  []cell // inline[:n] until it outgrows inline
-	inline [inlineCells]cell
+type slot struct {
+	mu   sync.Mutex
+	id   string
+	rule *ruleKey // the pair's rule; nil: no pair
+	// The pair: the counts of buckets bucket-1 (prev) and bucket (cur).
+	bucket    int64
+	prev, cur int64
+	more      *cells // nil when the identity has no other counter
+}
+
+// used reports whether s holds an identity; s.mu must be held.
+func (s *slot) used() bool { return s.rule != nil || s.more != nil }
+
+// moveTo moves s's identity and counters to d and empties s; both locks
+// must be held (or d be unreachable).
+func (s *slot) moveTo(d *slot) {
+	d.id, d.rule, d.bucket, d.prev, d.cur, d.more = s.id, s.rule, s.bucket, s.prev, s.cur, s.more
+	s.clear()
+}
+
+func (s *slot) clear() {
+	s.id, s.rule, s.bucket, s.prev, s.cur, s.more = "", nil, 0, 0, 0, nil
+}
+
+// cells are an identity's counters outside its pair.
+type cells struct {
+	c      []cell // inline[:n] until it outgrows inline
+	inline [2]cell
 }
 
 type cell struct {
@@ -83,6 +138,9 @@ type cell struct {
 	count  int64
 }
 
+// minSlots is the smallest table a shard makes.
+const minSlots = 8
+
 // New returns an empty Store. Shards make their tables on first write, so a
 // Store costs little to create (the Worker creates one per request).
 func New() *Store {
@@ -90,152 +148,478 @@ func New() *Store {
 }
 
 // shard returns the shard of id and id's hash: hashed once, the low bits
-// pick the shard and the bits above them the shard's chain.
+// pick the shard and the bits above them the slot and the tag.
 func (s *Store) shard(id string) (*shard, uint64) {
 	h := maphash.String(s.seed, id)
 	return &s.shards[h&(shardCount-1)], h
 }
 
-// chain returns the index in heads of the chain of hash h.
-func (sh *shard) chain(h uint64) int {
-	return int(h>>shardBits) & (len(sh.heads) - 1)
-}
+// tag is the word of h kept in tags: the hash bits above the shard's,
+// whose low bits are the home slot, and the top bit set so that it is
+// never 0, which marks a free slot.
+func tag(h uint64) uint32 { return uint32(h>>shardBits) | 1<<31 }
 
-// find returns the entry of id, or nil.
-func (sh *shard) find(id string, h uint64) *entry {
-	if len(sh.heads) == 0 {
-		return nil
-	}
-	for e := sh.heads[sh.chain(h)]; e != nil; e = e.next {
-		if e.hash == h && e.id == id {
-			return e
+// lookup returns id's slot, locked, and its index when t holds it; nil
+// otherwise. It needs no shard lock: a slot counts only once it is locked
+// and holds id. Under the shard's lock, where no slot changes identity,
+// nil means that t does not hold id.
+func (t *table) lookup(id string, h uint64) (*slot, int) {
+	g, mask := tag(h), len(t.tags)-1
+	for i, n := int(g)&mask, 0; n < len(t.tags); i, n = (i+1)&mask, n+1 {
+		switch t.tags[i].Load() {
+		case 0:
+			return nil, -1
+		case g:
+			s := &t.slots[i]
+			s.mu.Lock()
+			if s.id == id && s.used() {
+				return s, i
+			}
+			s.mu.Unlock()
 		}
 	}
-	return nil
+	return nil, -1
+}
+
+// locked returns id's slot, locked, and its index, or nil; sh.mu must be
+// held.
+func (sh *shard) locked(id string, h uint64) (*slot, int) {
+	if t := sh.tab.Load(); t != nil {
+		return t.lookup(id, h)
+	}
+	return nil, -1
+}
+
+// insert returns the index of id's slot, locked, adding an empty one when
+// there is none; sh.mu must be held. The caller gives it a counter before
+// it unlocks it (an empty slot is free).
+func (sh *shard) insert(id string, h uint64) (*slot, int) {
+	if s, i := sh.locked(id, h); s != nil {
+		return s, i
+	}
+	t := sh.tab.Load()
+	if t == nil || 4*(sh.n+1) > 3*len(t.tags) { // at most three quarters in use
+		n := minSlots
+		if t != nil {
+			n = 2 * len(t.tags)
+		}
+		t = sh.resize(n)
+	}
+	g := tag(h)
+	i := t.free(g)
+	s := &t.slots[i]
+	s.mu.Lock()
+	s.id = id
+	t.tags[i].Store(g)
+	sh.n++
+	return s, i
+}
+
+// free returns the first free slot of the probe sequence of tag g.
+func (t *table) free(g uint32) int {
+	mask := len(t.tags) - 1
+	i := int(g) & mask
+	for t.tags[i].Load() != 0 {
+		i = (i + 1) & mask
+	}
+	return i
+}
+
+// resize moves every identity into a new table of n slots and returns it;
+// sh.mu must be held.
+func (sh *shard) resize(n int) *table {
+	t := &table{tags: make([]atomic.Uint32, n), slots: make([]slot, n)}
+	if old := sh.tab.Load(); old != nil {
+		for i := range old.tags {
+			g := old.tags[i].Load()
+			if g == 0 {
+				continue
+			}
+			s := &old.slots[i]
+			s.mu.Lock()
+			j := t.free(g)
+			s.moveTo(&t.slots[j]) // t is not yet published: no lock needed
+			t.tags[j].Store(g)
+			s.mu.Unlock()
+		}
+	}
+	sh.tab.Store(t)
+	return t
+}
+
+// remove frees slot i, which the caller has emptied and unlocked, moving
+// later slots of its probe run back so that every slot stays reachable
+// from its home without a tombstone; sh.mu must be held.
+func (sh *shard) remove(i int) {
+	t := sh.tab.Load()
+	mask := len(t.tags) - 1
+	t.tags[i].Store(0)
+	for j := (i + 1) & mask; ; j = (j + 1) & mask {
+		g := t.tags[j].Load()
+		if g == 0 {
+			break
+		}
+		// j may fill the hole at i unless its home lies cyclically in
+		// (i, j]: then moving it before its home would lose it.
+		if k := int(g) & mask; (j-k)&mask >= (j-i)&mask {
+			d, s := &t.slots[i], &t.slots[j]
+			d.mu.Lock()
+			s.mu.Lock()
+			s.moveTo(d)
+			t.tags[i].Store(g)
+			t.tags[j].Store(0)
+			s.mu.Unlock()
+			d.mu.Unlock()
+			i = j
+		}
+	}
+	sh.n--
+}
+
+// pairOf reports whether slot s's pair counts rule (name, length).
+func pairOf(s *slot, name string, length time.Duration) bool {
+	return s.rule != nil && s.rule.is(name, length)
+}
+
+// count returns the count of sl in s (0 when s is nil); s.mu must be held.
+func count(s *slot, sl kvstore.Slot) int64 {
+	if s == nil {
+		return 0
+	}
+	if pairOf(s, sl.Name, sl.Length) {
+		switch sl.Bucket {
+		case s.bucket:
+			return s.cur
+		case s.bucket - 1:
+			return s.prev
+		}
+	}
+	if s.more == nil {
+		return 0
+	}
+	for j := range s.more.c {
+		if c := &s.more.c[j]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
+			return c.count
+		}
+	}
+	return 0
+}
+
+// counter returns the counter of sl in s, making it when it is missing;
+// sh.mu and s.mu must be held. Moving the pair on to a later bucket drops
+// the counts that bucket can no longer read, so rolling buckets over
+// allocates nothing.
+func (sh *shard) counter(s *slot, sl kvstore.Slot) *int64 {
+	if s.rule == nil && !s.more.has(sl.Name, sl.Length) {
+		if k := sh.intern(sl.Name, sl.Length); k != nil {
+			s.rule, s.bucket, s.prev, s.cur = k, sl.Bucket, 0, 0
+			return &s.cur
+		}
+	}
+	if pairOf(s, sl.Name, sl.Length) {
+		switch d := sl.Bucket - s.bucket; {
+		case d == 0:
+			return &s.cur
+		case d == -1:
+			return &s.prev
+		case d == 1:
+			s.bucket, s.prev, s.cur = sl.Bucket, s.cur, 0
+			return &s.cur
+		case d > 1:
+			s.bucket, s.prev, s.cur = sl.Bucket, 0, 0
+			return &s.cur
+		}
+		// Older than the pair's previous bucket: a lagging clock's
+		// write, kept as a cell.
+	}
+	if s.more == nil {
+		s.more = new(cells)
+		s.more.c = s.more.inline[:0]
+	}
+	return &s.more.cell(sl).count
+}
+
+// has reports whether cs holds a counter of rule (name, length).
+func (cs *cells) has(name string, length time.Duration) bool {
+	if cs == nil {
+		return false
+	}
+	for i := range cs.c {
+		if cs.c[i].name == name && cs.c[i].length == length {
+			return true
+		}
+	}
+	return false
+}
+
+// cell returns the counter of sl, reusing a cell of the same rule that can
+// no longer be read (older than the previous bucket).
+func (cs *cells) cell(sl kvstore.Slot) *cell {
+	free := -1
+	for i := range cs.c {
+		c := &cs.c[i]
+		if c.name != sl.Name || c.length != sl.Length {
+			continue
+		}
+		if c.bucket == sl.Bucket {
+			return c
+		}
+		if c.bucket < sl.Bucket-1 {
+			free = i
+		}
+	}
+	if free < 0 {
+		cs.c = append(cs.c, cell{name: sl.Name, length: sl.Length})
+		free = len(cs.c) - 1
+	}
+	c := &cs.c[free]
+	c.bucket, c.count = sl.Bucket, 0
+	return c
+}
+
+// intern returns the shard's key of rule (name, length), adding it, and
+// counts one more pair of it; nil when the shard has maxRules rules.
+func (sh *shard) intern(name string, length time.Duration) *ruleKey {
+	free := -1
+	for i, k := range sh.rules {
+		if k == nil {
+			if free < 0 {
+				free = i
+			}
+			continue
+		}
+		if k.is(name, length) {
+			k.refs++
+			return k
+		}
+	}
+	k := &ruleKey{name: name, length: length, refs: 1}
+	switch {
+	case free >= 0:
+		sh.rules[free] = k
+	case len(sh.rules) < maxRules:
+		sh.rules = append(sh.rules, k)
+	default:
+		return nil
+	}
+	return k
+}
+
+// release drops slot s's pair; sh.mu and s.mu must be held.
+func (sh *shard) release(s *slot) {
+	if s.rule.refs--; s.rule.refs == 0 {
+		for i, k := range sh.rules {
+			if k == s.rule {
+				sh.rules[i] = nil // keep no name alive
+			}
+		}
+	}
+	s.rule, s.bucket, s.prev, s.cur = nil, 0, 0, 0
+}
+
+// unlockSlot unlocks slot i, returned by insert, freeing it when it holds
+// no counter (an identity whose first request changed nothing); sh.mu must
+// be held.
+func (sh *shard) unlockSlot(s *slot, i int) {
+	used := s.used()
+	if !used {
+		s.id = "" // keep no id alive
+	}
+	s.mu.Unlock()
+	if !used {
+		sh.remove(i)
+	}
+}
+
+// known returns id's slot, locked, when a call on slots may read and
+// count in it without the shard's lock: the slot holds id and has its pair
+// (so that no counter needs a new rule), no slot starts after the time the
+// shard has seen, and no sweep is due. Otherwise it returns nil and the
+// call takes the shard's lock.
+func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
+	t := sh.tab.Load()
+	if t == nil {
+		return nil
+	}
+	s, _ := t.lookup(id, h)
+	if s == nil {
+		return nil
+	}
+	now := sh.now.Load()
+	ok := s.rule != nil && now < sh.nextSweep.Load()
+	for _, x := range slots {
+		ok = ok && x.Bucket*int64(x.Length) <= now
+	}
+	if !ok {
+		s.mu.Unlock()
+		return nil
+	}
+	return s
+}
+
+// write returns id's slot, locked, for a write to slots: without the
+// shard's lock (i < 0) when known allows it, else with the shard's lock
+// held and the slot at index i, inserted when missing.
+func (sh *shard) write(id string, h uint64, slots []kvstore.Slot) (s *slot, i int) {
+	if s = sh.known(id, h, slots); s != nil {
+		return s, -1
+	}
+	sh.mu.Lock()
+	return sh.insert(id, h)
+}
+
+// done ends a write that write began: it unlocks the slot and, when the
+// shard's lock is held, records slots as observed time (when observe is
+// set) and unlocks the shard.
+func (sh *shard) done(s *slot, i int, observe bool, slots []kvstore.Slot) {
+	if i < 0 {
+		s.mu.Unlock()
+		return
+	}
+	sh.unlockSlot(s, i)
+	if observe {
+		sh.observe(slots)
+	}
+	sh.mu.Unlock()
 }
 
 // Load implements kvstore.Store. It never fails.
 func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
 	sh, h := s.shard(id)
-	sh.mu.Lock()
-	e := sh.find(id, h)
-	for i, sl := range slots {
-		counts[i] = e.count(sl)
+	var sl *slot
+	if t := sh.tab.Load(); t != nil {
+		sl, _ = t.lookup(id, h)
 	}
-	sh.mu.Unlock()
+	if sl == nil {
+		// Not found without the shard's lock: a resize or a removal may
+		// have hidden it. Under the lock it is where find says; its own
+		// lock then keeps it there.
+		sh.mu.Lock()
+		sl, _ = sh.locked(id, h)
+		sh.mu.Unlock()
+	}
+	for k, x := range slots {
+		counts[k] = count(sl, x)
+	}
+	if sl != nil {
+		sl.mu.Unlock()
+	}
 	return nil
 }
 
 // Add implements kvstore.Store. It never fails.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
-	sh.mu.Lock()
-	e := sh.entry(id, h)
-	for i, sl := range slots {
-		if costs[i] != 0 {
-			e.cell(sl).count += costs[i]
+	sl, i := sh.write(id, h, slots)
+	for k, x := range slots {
+		if costs[k] != 0 {
+			*sh.counter(sl, x) += costs[k]
 		}
 	}
-	sh.observe(slots)
-	sh.mu.Unlock()
+	sh.done(sl, i, true, slots)
 	return nil
 }
 
-// AddIf implements kvstore.Conditional. It never fails.
+// AddIf implements kvstore.Conditional. It never fails. The limiter
+// calls Update on this store, so AddIf always takes the shard's lock.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
 	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.find(id, h)
+	sl, i := sh.insert(id, h)
 	ok := true
-	for i, c := range conds {
-		counts[i] = e.count(c.Slot)
-		if counts[i] > c.Max {
+	for k, c := range conds {
+		counts[k] = count(sl, c.Slot)
+		if counts[k] > c.Max {
 			ok = false
 		}
 	}
-	if !ok {
-		return false, nil
-	}
-	if e == nil {
-		e = sh.entry(id, h)
-	}
-	for i, c := range conds {
-		if c.Add != 0 {
-			cl := e.cell(c.Slot)
-			cl.count += c.Add
-			counts[i] = cl.count
+	for k, c := range conds {
+		if ok && c.Add != 0 {
+			n := sh.counter(sl, c.Slot)
+			*n += c.Add
+			counts[k] = *n
 		}
 	}
-	for _, c := range conds {
-		sh.observeSlot(c.Slot)
+	sh.unlockSlot(sl, i)
+	if ok {
+		for _, c := range conds {
+			sh.observeSlot(c.Slot)
+		}
+		sh.sweep()
 	}
-	sh.sweep()
-	return true, nil
+	return ok, nil
 }
 
 // Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
 	sh, h := s.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	e := sh.find(id, h)
-	for i, sl := range slots {
-		counts[i] = e.count(sl)
+	sl, i := sh.write(id, h, slots)
+	for k, x := range slots {
+		counts[k] = count(sl, x)
 	}
-	if !a.Admit(counts) {
-		return false, nil
-	}
-	if e == nil {
-		e = sh.entry(id, h)
-	}
-	for i, sl := range slots {
-		if costs[i] != 0 {
-			e.cell(sl).count += costs[i]
+	ok := a.Admit(counts)
+	for k, x := range slots {
+		if ok && costs[k] != 0 {
+			*sh.counter(sl, x) += costs[k]
 		}
 	}
-	sh.observe(slots)
-	return true, nil
+	sh.done(sl, i, ok, slots)
+	return ok, nil
 }
 
 // UpdateRule implements kvstore.RuleUpdater. It never fails.
+//
+// The common check (a known identity whose pair counts r, at or after the
+// pair's bucket, in time the shard has seen, no sweep due) holds only its
+// slot's lock; any other takes the shard's lock too.
 func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
 	sh, h := s.shard(id)
+	if t := sh.tab.Load(); t != nil {
+		if sl, _ := t.lookup(id, h); sl != nil {
+			now := sh.now.Load()
+			if pairOf(sl, r.Name, r.Period) && pos.Index >= sl.bucket &&
+				pos.Index*int64(r.Period) <= now && now < sh.nextSweep.Load() {
+				switch pos.Index - sl.bucket {
+				case 0:
+					prev, cur = sl.prev, sl.cur
+				case 1:
+					prev = sl.cur
+				}
+				ok = r.AdmitsAt(pos, prev, cur, cost)
+				if ok && cost != 0 {
+					if pos.Index != sl.bucket {
+						sl.bucket, sl.prev, sl.cur = pos.Index, prev, 0
+					}
+					sl.cur += cost
+				}
+				sl.mu.Unlock()
+				return prev, cur, ok, nil
+			}
+			sl.mu.Unlock()
+		}
+	}
+	return sh.updateRule(id, h, r, pos, cost)
+}
+
+// updateRule is UpdateRule under the shard's lock.
+func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
+	cs := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 	sh.mu.Lock()
-	e := sh.find(id, h)
-	var c *cell // the current bucket's cell, when e has one
-	if e != nil {
-		for i := range e.cells {
-			cl := &e.cells[i]
-			if cl.length != r.Period || cl.name != r.Name {
-				continue
-			}
-			switch cl.bucket {
-			case pos.Index:
-				cur, c = cl.count, cl
-			case pos.Index - 1:
-				prev = cl.count
-			}
-		}
+	sl, i := sh.insert(id, h)
+	prev = count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
+	cur = count(sl, cs)
+	ok = r.AdmitsAt(pos, prev, cur, cost)
+	if ok && cost != 0 {
+		*sh.counter(sl, cs) += cost
 	}
-	if !r.AdmitsAt(pos, prev, cur, cost) {
-		sh.mu.Unlock()
-		return prev, cur, false, nil
+	sh.unlockSlot(sl, i)
+	if ok {
+		sh.observeSlot(cs)
+		sh.sweep()
 	}
-	sl := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
-	if cost != 0 {
-		if e == nil {
-			e = sh.entry(id, h)
-		}
-		if c == nil {
-			c = e.cell(sl)
-		}
-		c.count += cost
-	}
-	sh.observeSlot(sl)
-	sh.sweep()
 	sh.mu.Unlock()
-	return prev, cur, true, nil
+	return prev, cur, ok, nil
 }
 
 // Len returns the number of identities held, for tests and metrics.
@@ -250,39 +634,8 @@ func (s *Store) Len() int {
 	return n
 }
 
-// entry returns the entry of id, adding an empty one when there is none.
-func (sh *shard) entry(id string, h uint64) *entry {
-	if e := sh.find(id, h); e != nil {
-		return e
-	}
-	if sh.n >= len(sh.heads)/2 { // at most two entries per chain on average
-		sh.resize(max(2*len(sh.heads), minHeads))
-	}
-	e := &entry{hash: h, id: id}
-	e.cells = e.inline[:0]
-	c := sh.chain(h)
-	e.next, sh.heads[c] = sh.heads[c], e
-	sh.n++
-	return e
-}
-
-// minHeads is the smallest table a shard makes.
-const minHeads = 8
-
-// resize moves every entry into a table of n chains.
-func (sh *shard) resize(n int) {
-	old := sh.heads
-	sh.heads = make([]*entry, n)
-	for _, e := range old {
-		for e != nil {
-			next := e.next
-			c := sh.chain(e.hash)
-			e.next, sh.heads[c] = sh.heads[c], e
-			e = next
-		}
-	}
-}
-
+// observe records the slots' bucket starts as observed time and sweeps
+// when one is due; sh.mu must be held.
 func (sh *shard) observe(slots []kvstore.Slot) {
 	for _, sl := range slots {
 		sh.observeSlot(sl)
@@ -291,79 +644,76 @@ func (sh *shard) observe(slots []kvstore.Slot) {
 }
 
 func (sh *shard) observeSlot(sl kvstore.Slot) {
-	if t := sl.Bucket * int64(sl.Length); t > sh.now {
-		sh.now = t
+	if t := sl.Bucket * int64(sl.Length); t > sh.now.Load() {
+		sh.now.Store(t)
 	}
 }
 
 // sweep drops expired counters and empty identities, at most once per
-// sweepEvery of observed time, so its cost is spread over many calls.
+// sweepEvery of observed time, so its cost is spread over many calls;
+// sh.mu must be held.
 func (sh *shard) sweep() {
-	if sh.now < sh.nextSweep {
+	if sh.now.Load() >= sh.nextSweep.Load() {
+		sh.sweepNow()
+	}
+}
+
+// sweepNow is sweep's work, out of line so that sweep's test inlines.
+func (sh *shard) sweepNow() {
+	now := sh.now.Load()
+	sh.nextSweep.Store(now + sweepEvery)
+	t := sh.tab.Load()
+	if t == nil {
 		return
 	}
-	sh.nextSweep = sh.now + sweepEvery
-	for i, head := range sh.heads {
-		var keep *entry // the chain's live entries, rebuilt
-		for e := head; e != nil; {
-			next := e.next
-			live := e.cells[:0]
-			for _, c := range e.cells {
-				if window.Start(c.bucket+2, c.length).UnixNano() > sh.now {
-					live = append(live, c)
-				}
-			}
-			clear(e.cells[len(live):])
-			e.cells = live
-			if len(live) > 0 {
-				e.next, keep = keep, e
-			} else {
-				sh.n--
-			}
-			e = next
-		}
-		sh.heads[i] = keep
+	// A bucket can be read until the bucket after the next one begins
+	// (kvstore.Slot.Expires), bucket starts in Unix nanoseconds as in
+	// observeSlot.
+	live := func(bucket int64, length time.Duration) bool {
+		return (bucket+2)*int64(length) > now
 	}
-	// Give back the table of identities that have gone.
-	if n := len(sh.heads); n > minHeads && sh.n < n/8 {
-		sh.resize(max(minHeads, 1<<bits.Len(uint(4*sh.n))))
-	}
-}
-
-func (e *entry) count(sl kvstore.Slot) int64 {
-	if e == nil {
-		return 0
-	}
-	for i := range e.cells {
-		if c := &e.cells[i]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
-			return c.count
-		}
-	}
-	return 0
-}
-
-// cell returns the counter of sl, reusing a cell of the same rule that can no
-// longer be read (older than the previous bucket) so that rolling buckets
-// over allocates nothing.
-func (e *entry) cell(sl kvstore.Slot) *cell {
-	free := -1
-	for i := range e.cells {
-		c := &e.cells[i]
-		if c.name != sl.Name || c.length != sl.Length {
+	for i := 0; i < len(t.tags); {
+		if t.tags[i].Load() == 0 {
+			i++
 			continue
 		}
-		if c.bucket == sl.Bucket {
-			return c
+		s := &t.slots[i]
+		s.mu.Lock()
+		if s.rule != nil {
+			switch {
+			case !live(s.bucket, s.rule.length):
+				sh.release(s)
+			case !live(s.bucket-1, s.rule.length):
+				s.prev = 0
+			}
 		}
-		if c.bucket < sl.Bucket-1 {
-			free = i
+		if cs := s.more; cs != nil {
+			kept := cs.c[:0]
+			for _, c := range cs.c {
+				if live(c.bucket, c.length) {
+					kept = append(kept, c)
+				}
+			}
+			clear(cs.c[len(kept):])
+			cs.c = kept
+			if len(kept) == 0 {
+				s.more = nil
+			}
 		}
+		if !s.used() {
+			s.id = ""
+			s.mu.Unlock()
+			// remove moves a later slot into i, or none; either way i
+			// is looked at again. A slot may move from the start of the
+			// table to its end and be looked at twice: harmless.
+			sh.remove(i)
+			continue
+		}
+		s.mu.Unlock()
+		i++
 	}
-	if free < 0 {
-		e.cells = append(e.cells, cell{name: sl.Name, length: sl.Length})
-		free = len(e.cells) - 1
+	// Give back the table of identities that have gone.
+	if n := len(t.tags); n > minSlots && sh.n < n/8 {
+		sh.resize(max(minSlots, 1<<bits.Len(uint(2*sh.n))))
 	}
-	c := &e.cells[free]
-	c.bucket, c.count = sl.Bucket, 0
-	return c
 }

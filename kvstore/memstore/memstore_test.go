@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/storetest"
@@ -88,10 +91,39 @@ func TestRollOverReusesCells(t *testing.T) {
 		t.Errorf("AddIf across bucket roll-overs allocates %.1f per call, want 0", allocs)
 	}
 	sh, h := s.shard("k")
-	e := sh.find("k", h)
-	if got := len(e.cells); got > 3 {
-		t.Errorf("identity holds %d cells after 100 roll-overs, want at most 3", got)
+	if got := counters(slotOf(sh, "k", h)); got > 3 {
+		t.Errorf("identity holds %d counters after 100 roll-overs, want at most 3", got)
 	}
+}
+
+// find returns the index of id's slot, or -1.
+func (sh *shard) find(id string, h uint64) int {
+	s, i := sh.locked(id, h)
+	if s != nil {
+		s.mu.Unlock()
+	}
+	return i
+}
+
+// slotOf returns id's slot, or nil.
+func slotOf(sh *shard, id string, h uint64) *slot {
+	if i := sh.find(id, h); i >= 0 {
+		return &sh.tab.Load().slots[i]
+	}
+	return nil
+}
+
+// counters returns how many counters s holds: its pair's two and its
+// cells.
+func counters(s *slot) int {
+	n := 0
+	if s.rule != nil {
+		n = 2
+	}
+	if s.more != nil {
+		n += len(s.more.c)
+	}
+	return n
 }
 
 func TestBackwardsSlotKeepsNewer(t *testing.T) {
@@ -113,33 +145,119 @@ func TestBackwardsSlotKeepsNewer(t *testing.T) {
 	}
 }
 
-func TestHashCollisionsChain(t *testing.T) {
+func TestHashCollisionsProbe(t *testing.T) {
 	// Two identities forced onto one hash must keep separate counters and
 	// be swept separately.
-	ctx := context.Background()
 	s := New()
 	sh, h := s.shard("a")
 	sh.mu.Lock()
-	a := sh.entry("a", h)
-	b := sh.entry("b", h) // same h: chained behind a
-	sh.mu.Unlock()
-	if a == b || sh.find("a", h) != a || sh.find("b", h) != b {
-		t.Fatal("chained identities not told apart")
+	a, i := sh.insert("a", h)
+	*sh.counter(a, minuteSlot(t0)) = 3
+	a.mu.Unlock()
+	b, j := sh.insert("b", h)                               // same h: the slot after a's
+	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
+	b.mu.Unlock()
+	if i == j || sh.find("a", h) != i || sh.find("b", h) != j {
+		t.Fatal("colliding identities not told apart")
 	}
-	sh.mu.Lock()
-	a.cell(minuteSlot(t0)).count = 3
-	b.cell(minuteSlot(t0.Add(-10 * time.Minute))).count = 5 // long expired
 	sh.observeSlot(minuteSlot(t0))
-	sh.nextSweep = 0
+	sh.nextSweep.Store(0)
 	sh.sweep()
 	sh.mu.Unlock()
-	if sh.find("b", h) != nil {
-		t.Error("expired chained identity not swept")
+	if sh.find("b", h) >= 0 {
+		t.Error("expired colliding identity not swept")
 	}
-	if e := sh.find("a", h); e == nil || e.count(minuteSlot(t0)) != 3 {
-		t.Error("live chained identity lost in the sweep")
+	if a := slotOf(sh, "a", h); a == nil || count(a, minuteSlot(t0)) != 3 {
+		t.Error("live colliding identity lost in the sweep")
 	}
-	_ = ctx
+}
+
+func TestRemoveKeepsProbeRuns(t *testing.T) {
+	// Identities whose homes crowd one end of the table, so that probe
+	// runs wrap around, are removed in every order: the others must stay
+	// reachable and keep their counters.
+	const n = 12
+	for seed := range uint64(200) {
+		var sh shard
+		sh.resize(16)
+		hash := func(k int) uint64 {
+			home := uint64(13 + (k*7+int(seed))%5) // homes 13..17 wrap past 15
+			return home<<shardBits | uint64(k)<<20
+		}
+		for k := range n {
+			s, _ := sh.insert(fmt.Sprint("id-", k), hash(k))
+			*sh.counter(s, minuteSlot(t0)) = int64(k + 1)
+			s.mu.Unlock()
+		}
+		gone := map[int]bool{}
+		x := seed*0x9e3779b97f4a7c15 | 1
+		for len(gone) < n {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			k := int(x % n)
+			if gone[k] {
+				continue
+			}
+			gone[k] = true
+			i := sh.find(fmt.Sprint("id-", k), hash(k))
+			s := &sh.tab.Load().slots[i]
+			s.mu.Lock()
+			sh.release(s)
+			s.id = ""
+			s.mu.Unlock()
+			sh.remove(i)
+			for k := range n {
+				s := slotOf(&sh, fmt.Sprint("id-", k), hash(k))
+				switch {
+				case gone[k] && s != nil:
+					t.Fatalf("seed %d: removed id-%d still found", seed, k)
+				case !gone[k] && (s == nil || count(s, minuteSlot(t0)) != int64(k+1)):
+					t.Fatalf("seed %d: id-%d lost after removing %d identities", seed, k, len(gone))
+				}
+			}
+		}
+		if sh.n != 0 {
+			t.Fatalf("seed %d: n = %d after removing every identity", seed, sh.n)
+		}
+	}
+}
+
+func TestPairRulesBounded(t *testing.T) {
+	// Rules come and go; a shard's table of pair rules must only hold the
+	// live ones, and rules past maxRules must still count, in cells.
+	ctx := context.Background()
+	s := New()
+	sh, _ := s.shard("k")
+	for round := range 3 {
+		at := t0.Add(time.Duration(round) * 10 * time.Minute)
+		for r := range maxRules + 10 {
+			id := fmt.Sprint("id-", round, "-", r)
+			for sh2, _ := s.shard(id); sh2 != sh; sh2, _ = s.shard(id) {
+				id += "x" // keep every identity in one shard
+			}
+			sl := kvstore.Slot{Name: fmt.Sprint("rule-", round, "-", r), Bucket: window.Index(at, time.Minute), Length: time.Minute}
+			if err := s.Add(ctx, id, []kvstore.Slot{sl}, []int64{int64(r + 1)}); err != nil {
+				t.Fatal(err)
+			}
+			counts := []int64{0}
+			if err := s.Load(ctx, id, []kvstore.Slot{sl}, counts); err != nil || counts[0] != int64(r+1) {
+				t.Fatalf("round %d, rule %d: count %d, %v; want %d", round, r, counts[0], err, r+1)
+			}
+		}
+		if got := len(sh.rules); got > maxRules {
+			t.Fatalf("round %d: %d pair rules, want at most %d", round, got, maxRules)
+		}
+	}
+	live := 0
+	for _, k := range sh.rules {
+		if k != nil {
+			live++
+		}
+	}
+	if live > maxRules {
+		t.Errorf("%d live pair rules, want at most %d", live, maxRules)
+	}
 }
 
 func TestIdentityLengths(t *testing.T) {
@@ -178,13 +296,15 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 	}
 	heads := func() (n int) {
 		for i := range s.shards {
-			n += len(s.shards[i].heads)
+			if t := s.shards[i].tab.Load(); t != nil {
+				n += len(t.slots)
+			}
 		}
 		return n
 	}
 	grown := heads()
-	if grown < 2*20_000 {
-		t.Fatalf("%d chains for 20000 identities, want at least two per identity", grown)
+	if grown < 20_000*4/3 {
+		t.Fatalf("%d slots for 20000 identities, want at least 4 per 3 identities", grown)
 	}
 	// Two periods later every old identity expires; a new one in each
 	// shard sweeps it, and the few new ones must not keep the grown tables.
@@ -201,16 +321,17 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 		t.Fatalf("Len = %d, want %d", got, want)
 	}
 	if got := heads(); got > grown/8 {
-		t.Errorf("%d chains after the sweep (%d before), want at most %d", got, grown, grown/8)
+		t.Errorf("%d slots after the sweep (%d before), want at most %d", got, grown, grown/8)
 	}
 }
 
 func TestManyRulesOutgrowInline(t *testing.T) {
-	// Past inlineCells counters an identity's cells move to a slice of
-	// their own; every counter must survive the move and the sweeps.
+	// Past its pair an identity's counters are cells, and past the cells'
+	// inline array a slice of their own; every counter must survive the
+	// moves and the sweeps.
 	ctx := context.Background()
 	s := New()
-	const rules = inlineCells + 1
+	const rules = 1 + len(cells{}.inline) + 2
 	slots := func(at time.Time) []kvstore.Slot {
 		var sl []kvstore.Slot
 		for r := range rules {
@@ -240,7 +361,110 @@ func TestManyRulesOutgrowInline(t *testing.T) {
 		}
 	}
 	sh, h := s.shard("k")
-	if got, want := len(sh.find("k", h).cells), 2*rules; got != want {
+	if got, want := counters(slotOf(sh, "k", h)), 2*rules; got != want {
 		t.Errorf("%d cells after three minutes, want %d: the previous and the current minute of each rule", got, want)
+	}
+}
+
+func TestLayout(t *testing.T) {
+	// One cache line per identity with one rule, and per shard.
+	if got, want := unsafe.Sizeof(slot{}), uintptr(64); got != want {
+		t.Errorf("slot is %d bytes, want %d", got, want)
+	}
+	if got, want := unsafe.Sizeof(shard{}), uintptr(64); got != want {
+		t.Errorf("shard is %d bytes, want %d", got, want)
+	}
+}
+
+// admitAll is a kvstore.Admitter that admits every request.
+type admitAll struct{}
+
+func (admitAll) Admit([]int64) bool { return true }
+
+func TestCountsExactWhileTableChanges(t *testing.T) {
+	// Calls that hold only their slot's lock (every kind of write) run
+	// while other identities are inserted (tables grow), expire and are
+	// swept (slots move back over removed ones) and tables shrink: every
+	// admitted request must be counted once, in its own identity.
+	ctx := context.Background()
+	s := New()
+	minute := window.Rule{Name: "minute", Limit: 1 << 40, Period: time.Minute}
+	second := window.Rule{Name: "second", Limit: 1 << 40, Period: time.Second}
+	for i := range 3000 { // expire when the test's minute begins
+		if _, _, ok, err := s.UpdateRule(ctx, fmt.Sprint("old-", i), minute, minute.At(t0), 1); !ok || err != nil {
+			t.Fatalf("old-%d: %v, %v", i, ok, err)
+		}
+	}
+	start := t0.Add(2 * time.Minute)
+	hot := make([]string, 300)
+	for i := range hot {
+		hot[i] = fmt.Sprint("hot-", i)
+	}
+	const workers = 4
+	admitted := make([]atomic.Int64, len(hot))
+	var churned atomic.Bool // the workers check until the churn is over
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x := uint64(w+1) * 0x9e3779b97f4a7c15
+			for n := 0; n < 1000 || !churned.Load(); n++ {
+				x ^= x << 13
+				x ^= x >> 7
+				x ^= x << 17
+				k := int(x % uint64(len(hot)))
+				ok, err := true, error(nil)
+				pos := minute.At(start)
+				cur := kvstore.Slot{Name: "minute", Bucket: pos.Index, Length: time.Minute}
+				prev := kvstore.Slot{Name: "minute", Bucket: pos.Index - 1, Length: time.Minute}
+				switch (w + n) % 4 {
+				case 0:
+					_, _, ok, err = s.UpdateRule(ctx, hot[k], minute, pos, 1)
+				case 1:
+					ok, err = s.AddIf(ctx, hot[k], []kvstore.Cond{{Slot: prev, Max: 1 << 40}, {Slot: cur, Max: 1 << 40, Add: 1}}, make([]int64, 2))
+				case 2:
+					ok, err = s.Update(ctx, hot[k], []kvstore.Slot{prev, cur}, make([]int64, 2), []int64{0, 1}, admitAll{})
+				case 3:
+					err = s.Add(ctx, hot[k], []kvstore.Slot{cur}, []int64{1})
+				}
+				if err != nil || !ok {
+					t.Errorf("%s: %v, %v", hot[k], ok, err)
+					return
+				}
+				admitted[k].Add(1)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() { // churn: identities of a one-second rule, swept every second
+		defer wg.Done()
+		defer churned.Store(true)
+		for sec := range 40 {
+			at := start.Add(time.Duration(sec) * time.Second)
+			for i := range 200 {
+				id := fmt.Sprint("churn-", sec, "-", i)
+				if _, _, ok, err := s.UpdateRule(ctx, id, second, second.At(at), 1); err != nil || !ok {
+					t.Errorf("%s: %v, %v", id, ok, err)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	for k, id := range hot {
+		counts := []int64{0}
+		if err := s.Load(ctx, id, []kvstore.Slot{{Name: "minute", Bucket: minute.At(start).Index, Length: time.Minute}}, counts); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := counts[0], admitted[k].Load(); got != want {
+			t.Errorf("%s: count %d, admitted %d", id, got, want)
+		}
+	}
+	// The 3000 old identities are gone; what remains is the hot ones and
+	// the churn of the last seconds (a shard sweeps when it is written
+	// to, so a few shards keep some seconds more).
+	if got, most := s.Len(), len(hot)+10*200; got > most {
+		t.Errorf("Len = %d, want at most %d", got, most)
 	}
 }
