@@ -45,7 +45,44 @@ type deps struct {
 	Transport http.RoundTripper // the fetch client's, for the origin
 	Now       func() time.Time
 	Logger    logger
-	Debug     *debug // nil unless env.Debug
+	Debug     *debug      // nil unless env.Debug
+	Configs   configCache // nil: parse every time
+}
+
+// configCache keeps a validated configuration's binary form (see
+// config.Config.AppendBinary) for the next Go instances of the isolate: the
+// stock shim starts one per request, and reading the binary form back costs
+// a fraction of parsing and validating the JSON.
+type configCache interface {
+	// Get returns the binary form of the configuration src, if kept.
+	Get(src string) ([]byte, bool)
+	// Put keeps bin as the binary form of src.
+	Put(src string, bin []byte)
+}
+
+// loadConfig returns the configuration src: from the cache when it holds
+// src's binary form, else parsed (the defaults for an empty src) and, once
+// valid, kept in the cache. A binary form that does not read back is
+// ignored, and src parsed again.
+func loadConfig(src string, cache configCache) (*config.Config, error) {
+	if cache != nil {
+		if bin, ok := cache.Get(src); ok {
+			var c config.Config
+			if c.UnmarshalBinary(bin) == nil {
+				return &c, nil
+			}
+		}
+	}
+	c, err := config.Parse([]byte(src))
+	if err != nil {
+		return nil, err
+	}
+	if cache != nil {
+		if bin, err := c.AppendBinary(nil); err == nil {
+			cache.Put(src, bin)
+		}
+	}
+	return c, nil
 }
 
 // logger is what the Worker logs through: jsonlog's JSON lines on the
@@ -61,7 +98,7 @@ type logger interface {
 func newHandler(e env, d deps) (http.Handler, error) {
 	// config.Parse gives the defaults for an empty document; building them
 	// only then saves a tenth of a millisecond per request in Wasm.
-	cfg, err := config.Parse([]byte(e.Config))
+	cfg, err := loadConfig(e.Config, d.Configs)
 	if err != nil {
 		return nil, fmt.Errorf("edge: %s: %w", varConfig, err)
 	}
@@ -70,7 +107,8 @@ func newHandler(e env, d deps) (http.Handler, error) {
 		return nil, err
 	}
 	h, err := httpapi.New(httpapi.Options{
-		Config: cfg, Store: d.Store, Local: d.Local, Next: next,
+		Config: cfg, Validated: true, // loadConfig's are
+		Store: d.Store, Local: d.Local, Next: next,
 		ClientIP: clientIP, Now: d.Now, Logger: d.Logger,
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
@@ -348,5 +350,64 @@ func TestWranglerBuildIsMakeBuildEdge(t *testing.T) {
 	}
 	if !strings.Contains(string(command[1]), "./edge/cmd/wasmpack build/app.wasm") {
 		t.Errorf("the build does not pack the module: %s", command[1])
+	}
+}
+
+// mapConfigs is a configCache in a map, counting its hits.
+type mapConfigs struct {
+	m    map[string][]byte
+	hits int
+}
+
+func (c *mapConfigs) Get(src string) ([]byte, bool) {
+	b, ok := c.m[src]
+	if ok {
+		c.hits++
+	}
+	return b, ok
+}
+
+func (c *mapConfigs) Put(src string, bin []byte) { c.m[src] = bin }
+
+func TestLoadConfigKeepsTheBinaryForm(t *testing.T) {
+	src := `{"plans": {"free": {"limits": [{"name": "minute", "limit": 5, "window": "1m"}]}}, "default_plan": "free",
+	  "ip_limits": [{"name": "ip-second", "limit": 50, "window": "1s", "scope": "local"}]}`
+	parsed, err := config.Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &mapConfigs{m: map[string][]byte{}}
+	for i := range 3 {
+		c, err := loadConfig(src, cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(c, parsed) {
+			t.Fatalf("load %d: %#v, want what Parse gives", i+1, c)
+		}
+		if cache.hits != i {
+			t.Errorf("load %d: %d cache hits, want %d", i+1, cache.hits, i)
+		}
+	}
+	// Another configuration is parsed, not taken from the cache.
+	if c, err := loadConfig("", cache); err != nil || !reflect.DeepEqual(c, config.Default()) {
+		t.Errorf("empty configuration: %v, %v; want the defaults", c, err)
+	}
+	// A binary form that does not read back is ignored.
+	cache.m[src] = []byte("garbage")
+	if c, err := loadConfig(src, cache); err != nil || !reflect.DeepEqual(c, parsed) {
+		t.Errorf("garbage in the cache: %v, %v; want the parsed configuration", c, err)
+	}
+	// An invalid configuration is an error, and is not kept.
+	bad := `{"plans": {}}`
+	if _, err := loadConfig(bad, cache); err == nil {
+		t.Error("invalid configuration: no error")
+	}
+	if _, ok := cache.m[bad]; ok {
+		t.Error("an invalid configuration was kept")
+	}
+	// Without a cache, loadConfig parses.
+	if c, err := loadConfig(src, nil); err != nil || !reflect.DeepEqual(c, parsed) {
+		t.Errorf("no cache: %v, %v", c, err)
 	}
 }

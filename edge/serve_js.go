@@ -87,6 +87,7 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 		Now:       time.Now,
 		Logger:    log,
 		Debug:     dbg,
+		Configs:   jsConfigCache{},
 	})
 	if err != nil {
 		return failed(err, log)
@@ -153,3 +154,32 @@ func readBody(r *http.Request) {
 type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// configGlobal is the globalThis property that keeps the configuration's
+// binary form for the isolate's next requests: {src: string, bin:
+// Uint8Array}.
+const configGlobal = "__slidegateConfig"
+
+// jsConfigCache is the isolate's configCache, in globalThis.
+type jsConfigCache struct{}
+
+func (jsConfigCache) Get(src string) ([]byte, bool) {
+	v := js.Global().Get(configGlobal)
+	if v.Type() != js.TypeObject || !v.Get("src").Equal(js.ValueOf(src)) {
+		return nil, false
+	}
+	u := v.Get("bin")
+	b := make([]byte, u.Length())
+	js.CopyBytesToGo(b, u)
+	return b, true
+}
+
+func (jsConfigCache) Put(src string, bin []byte) {
+	g := js.Global()
+	u := g.Get("Uint8Array").New(len(bin))
+	js.CopyBytesToJS(u, bin)
+	v := g.Get("Object").New()
+	v.Set("src", src)
+	v.Set("bin", u)
+	g.Set(configGlobal, v)
+}

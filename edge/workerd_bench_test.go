@@ -24,8 +24,7 @@ import (
 //
 // BenchmarkWorkerdLatency alternates the same check request to a stock
 // syumai hello-world Worker (edge/testdata/baseline) and to slidegate's
-// check API, one at a time, with a GET to the hello world, and reports the
-// p50s. BenchmarkWorkerdSteadyLoad sends 20 check
+// check API, one at a time, with a GET to each, and reports the p50s. BenchmarkWorkerdSteadyLoad sends 20 check
 // requests a second (open loop) on one key for 10 s to the debug Worker and
 // reports KV operations per request and per second and the Go instance's
 // memory.
@@ -105,10 +104,15 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 	// a request with a body costs more than one without (the local proxy
 	// in front of workerd streams it) whether or not the Worker reads it,
 	// so a GET to the baseline would charge slidegate for the request's
-	// shape. The hello world answers without reading the body. A GET to
-	// the hello world is timed too (baseline-get-p50-ms) to show that
-	// difference; the deltas are against the POST.
-	get := func() *http.Request { r, _ := http.NewRequest("GET", base.URL+"/", nil); return r }
+	// shape. The hello world answers without reading the body. GETs are
+	// timed too, to show that difference: the hello world's and
+	// slidegate's GET /healthz (start-up, no decision). Each Worker gets
+	// the same number of requests: an isolate that gets more runs faster.
+	// The deltas are POST against POST.
+	getter := func(url string) func() *http.Request {
+		return func() *http.Request { r, _ := http.NewRequest("GET", url, nil); return r }
+	}
+	get, health := getter(base.URL+"/"), getter(sg.URL+"/healthz")
 	post := func(url string) func() *http.Request {
 		return func() *http.Request {
 			r, _ := http.NewRequest("POST", url+"/v1/check", strings.NewReader(`{"key":"bench-key"}`))
@@ -121,7 +125,7 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 		timed(b, c, hello)
 		timed(b, c, check)
 	}
-	var tb, tg, ts []time.Duration
+	var tb, tg, ts, th []time.Duration
 	cpuB, errB := base.CPU()
 	cpuS, errS := sg.CPU()
 	b.ResetTimer()
@@ -129,15 +133,16 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 		tb = append(tb, timed(b, c, hello))
 		ts = append(ts, timed(b, c, check))
 		tg = append(tg, timed(b, c, get))
+		th = append(th, timed(b, c, health))
 	}
 	b.StopTimer()
 	// CPU per request of each workerd, background work included: on a busy
 	// machine a steadier measure than the latency.
 	if endB, err := base.CPU(); err == nil && errB == nil {
 		if endS, err := sg.CPU(); err == nil && errS == nil {
-			// The baseline's CPU is the mean of its POSTs and GETs.
+			// Per request, POSTs and GETs alike.
 			perB := float64((endB - cpuB).Microseconds()) / 1000 / float64(len(tb)+len(tg))
-			perS := float64((endS - cpuS).Microseconds()) / 1000 / float64(len(ts))
+			perS := float64((endS - cpuS).Microseconds()) / 1000 / float64(len(ts)+len(th))
 			b.ReportMetric(perB, "baseline-cpu-ms/req")
 			b.ReportMetric(perS, "slidegate-cpu-ms/req")
 			b.ReportMetric(perS-perB, "delta-cpu-ms/req")
@@ -148,6 +153,7 @@ func BenchmarkWorkerdLatency(b *testing.B) {
 	b.ReportMetric(float64(ps.Microseconds())/1000, "slidegate-p50-ms")
 	b.ReportMetric(float64((ps-pb).Microseconds())/1000, "delta-p50-ms")
 	b.ReportMetric(float64(p50(tg).Microseconds())/1000, "baseline-get-p50-ms")
+	b.ReportMetric(float64(p50(th).Microseconds())/1000, "slidegate-healthz-p50-ms")
 }
 
 func BenchmarkWorkerdSteadyLoad(b *testing.B) {

@@ -730,6 +730,10 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	if h.defPlan.name != "free" || h.defPlan.minLimit != 60 {
 		t.Errorf("default handler plan %+v", h.defPlan)
 	}
+	// Validated takes the caller's word: New does not validate again.
+	if _, err := New(Options{Config: &config.Config{DefaultPlan: "gold"}, Validated: true}); err != nil {
+		t.Errorf("Validated: New = %v, want no validation", err)
+	}
 }
 
 // TestCountDenied: with count_denied a client that keeps trying stays
