@@ -36,6 +36,18 @@ type env struct {
 	Config string // SLIDEGATE_CONFIG; empty means config.Default()
 	Origin string // ORIGIN_URL; see the package doc
 	Debug  bool   // SLIDEGATE_DEBUG == "1"
+	// ConfigText, when set, reads SLIDEGATE_CONFIG instead of Config, and
+	// only when the configuration cache has no binary form for it: the
+	// Worker then does not copy the text out of JavaScript at all.
+	ConfigText func() string
+}
+
+// config returns SLIDEGATE_CONFIG.
+func (e env) config() string {
+	if e.ConfigText != nil {
+		return e.ConfigText()
+	}
+	return e.Config
 }
 
 // deps are the platform pieces the handler is built from.
@@ -52,34 +64,36 @@ type deps struct {
 // configCache keeps a validated configuration's binary form (see
 // config.Config.AppendBinary) for the next Go instances of the isolate: the
 // stock shim starts one per request, and reading the binary form back costs
-// a fraction of parsing and validating the JSON.
+// a fraction of parsing and validating the JSON. A cache belongs to one
+// request and knows its configuration's source: what it keeps is looked up
+// for that source only.
 type configCache interface {
-	// Get returns the binary form of the configuration src, if kept.
-	Get(src string) ([]byte, bool)
-	// Put keeps bin as the binary form of src.
-	Put(src string, bin []byte)
+	// Lookup returns the binary form kept for this request's source.
+	Lookup() ([]byte, bool)
+	// Keep keeps bin as the binary form of this request's source.
+	Keep(bin []byte)
 }
 
-// loadConfig returns the configuration src: from the cache when it holds
-// src's binary form, else parsed (the defaults for an empty src) and, once
-// valid, kept in the cache. A binary form that does not read back is
-// ignored, and src parsed again.
-func loadConfig(src string, cache configCache) (*config.Config, error) {
+// loadConfig returns the configuration: from the cache when it holds the
+// binary form of this request's source, else src() parsed (the defaults for
+// an empty text) and, once valid, kept in the cache. A binary form that
+// does not read back is ignored, and the text parsed again.
+func loadConfig(src func() string, cache configCache) (*config.Config, error) {
 	if cache != nil {
-		if bin, ok := cache.Get(src); ok {
+		if bin, ok := cache.Lookup(); ok {
 			var c config.Config
 			if c.UnmarshalBinary(bin) == nil {
 				return &c, nil
 			}
 		}
 	}
-	c, err := config.Parse([]byte(src))
+	c, err := config.Parse([]byte(src()))
 	if err != nil {
 		return nil, err
 	}
 	if cache != nil {
 		if bin, err := c.AppendBinary(nil); err == nil {
-			cache.Put(src, bin)
+			cache.Keep(bin)
 		}
 	}
 	return c, nil
@@ -98,7 +112,7 @@ type logger interface {
 func newHandler(e env, d deps) (http.Handler, error) {
 	// config.Parse gives the defaults for an empty document; building them
 	// only then saves a tenth of a millisecond per request in Wasm.
-	cfg, err := loadConfig(e.Config, d.Configs)
+	cfg, err := loadConfig(e.config, d.Configs)
 	if err != nil {
 		return nil, fmt.Errorf("edge: %s: %w", varConfig, err)
 	}

@@ -353,32 +353,39 @@ func TestWranglerBuildIsMakeBuildEdge(t *testing.T) {
 	}
 }
 
-// mapConfigs is a configCache in a map, counting its hits.
+// mapConfigs is a configCache in a map, for the request whose source is
+// src, counting its hits.
 type mapConfigs struct {
 	m    map[string][]byte
+	src  string
 	hits int
 }
 
-func (c *mapConfigs) Get(src string) ([]byte, bool) {
-	b, ok := c.m[src]
+func (c *mapConfigs) Lookup() ([]byte, bool) {
+	b, ok := c.m[c.src]
 	if ok {
 		c.hits++
 	}
 	return b, ok
 }
 
-func (c *mapConfigs) Put(src string, bin []byte) { c.m[src] = bin }
+func (c *mapConfigs) Keep(bin []byte) { c.m[c.src] = bin }
 
 func TestLoadConfigKeepsTheBinaryForm(t *testing.T) {
-	src := `{"plans": {"free": {"limits": [{"name": "minute", "limit": 5, "window": "1m"}]}}, "default_plan": "free",
+	text := `{"plans": {"free": {"limits": [{"name": "minute", "limit": 5, "window": "1m"}]}}, "default_plan": "free",
 	  "ip_limits": [{"name": "ip-second", "limit": 50, "window": "1s", "scope": "local"}]}`
-	parsed, err := config.Parse([]byte(src))
+	parsed, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cache := &mapConfigs{m: map[string][]byte{}}
+	reads := 0
+	load := func(s string) (*config.Config, error) {
+		cache.src = s
+		return loadConfig(func() string { reads++; return s }, cache)
+	}
 	for i := range 3 {
-		c, err := loadConfig(src, cache)
+		c, err := load(text)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -389,25 +396,38 @@ func TestLoadConfigKeepsTheBinaryForm(t *testing.T) {
 			t.Errorf("load %d: %d cache hits, want %d", i+1, cache.hits, i)
 		}
 	}
+	// A hit does not read the text.
+	if reads != 1 {
+		t.Errorf("the text was read %d times in 3 loads, want once", reads)
+	}
 	// Another configuration is parsed, not taken from the cache.
-	if c, err := loadConfig("", cache); err != nil || !reflect.DeepEqual(c, config.Default()) {
+	if c, err := load(""); err != nil || !reflect.DeepEqual(c, config.Default()) {
 		t.Errorf("empty configuration: %v, %v; want the defaults", c, err)
 	}
 	// A binary form that does not read back is ignored.
-	cache.m[src] = []byte("garbage")
-	if c, err := loadConfig(src, cache); err != nil || !reflect.DeepEqual(c, parsed) {
+	cache.m[text] = []byte("garbage")
+	if c, err := load(text); err != nil || !reflect.DeepEqual(c, parsed) {
 		t.Errorf("garbage in the cache: %v, %v; want the parsed configuration", c, err)
 	}
 	// An invalid configuration is an error, and is not kept.
 	bad := `{"plans": {}}`
-	if _, err := loadConfig(bad, cache); err == nil {
+	if _, err := load(bad); err == nil {
 		t.Error("invalid configuration: no error")
 	}
 	if _, ok := cache.m[bad]; ok {
 		t.Error("an invalid configuration was kept")
 	}
 	// Without a cache, loadConfig parses.
-	if c, err := loadConfig(src, nil); err != nil || !reflect.DeepEqual(c, parsed) {
+	if c, err := loadConfig(func() string { return text }, nil); err != nil || !reflect.DeepEqual(c, parsed) {
 		t.Errorf("no cache: %v, %v", c, err)
+	}
+}
+
+func TestEnvConfigText(t *testing.T) {
+	if got := (env{Config: "a"}).config(); got != "a" {
+		t.Errorf("config() = %q, want Config", got)
+	}
+	if got := (env{Config: "a", ConfigText: func() string { return "b" }}).config(); got != "b" {
+		t.Errorf("config() = %q, want ConfigText's", got)
 	}
 }

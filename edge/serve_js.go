@@ -61,9 +61,9 @@ func serve() {
 func build(later func(time.Duration, func(context.Context))) http.Handler {
 	log := jsonlog.New(os.Stderr, nil) // the Workers console stamps each line
 	e := env{
-		Config: cloudflare.Getenv(varConfig),
-		Origin: cloudflare.Getenv(varOrigin),
-		Debug:  cloudflare.Getenv(varDebug) == "1",
+		ConfigText: func() string { return cloudflare.Getenv(varConfig) },
+		Origin:     cloudflare.Getenv(varOrigin),
+		Debug:      cloudflare.Getenv(varDebug) == "1",
 	}
 	binding, err := workerskv.NewBinding(cloudflare.GetBinding(kvBinding), kvBinding)
 	if err != nil {
@@ -87,7 +87,7 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 		Now:       time.Now,
 		Logger:    log,
 		Debug:     dbg,
-		Configs:   jsConfigCache{},
+		Configs:   jsConfigCache{src: cloudflare.GetBinding(varConfig)},
 	})
 	if err != nil {
 		return failed(err, log)
@@ -156,16 +156,18 @@ type errReader struct{ err error }
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
 // configGlobal is the globalThis property that keeps the configuration's
-// binary form for the isolate's next requests: {src: string, bin:
-// Uint8Array}.
+// binary form for the isolate's next requests: {src: the SLIDEGATE_CONFIG
+// value it was parsed from, bin: Uint8Array}.
 const configGlobal = "__slidegateConfig"
 
-// jsConfigCache is the isolate's configCache, in globalThis.
-type jsConfigCache struct{}
+// jsConfigCache is the isolate's configCache, in globalThis. src is the
+// request's SLIDEGATE_CONFIG as a JavaScript value (a string, or undefined),
+// compared in JavaScript: a hit copies no text between JavaScript and Go.
+type jsConfigCache struct{ src js.Value }
 
-func (jsConfigCache) Get(src string) ([]byte, bool) {
+func (c jsConfigCache) Lookup() ([]byte, bool) {
 	v := js.Global().Get(configGlobal)
-	if v.Type() != js.TypeObject || !v.Get("src").Equal(js.ValueOf(src)) {
+	if v.Type() != js.TypeObject || !v.Get("src").Equal(c.src) {
 		return nil, false
 	}
 	u := v.Get("bin")
@@ -174,12 +176,12 @@ func (jsConfigCache) Get(src string) ([]byte, bool) {
 	return b, true
 }
 
-func (jsConfigCache) Put(src string, bin []byte) {
+func (c jsConfigCache) Keep(bin []byte) {
 	g := js.Global()
 	u := g.Get("Uint8Array").New(len(bin))
 	js.CopyBytesToJS(u, bin)
 	v := g.Get("Object").New()
-	v.Set("src", src)
+	v.Set("src", c.src)
 	v.Set("bin", u)
 	g.Set(configGlobal, v)
 }
