@@ -41,12 +41,13 @@ func (s segment) end() uint64 { return uint64(s.off) + uint64(len(s.data)) }
 // Pack returns mod with its data segments merged wherever two consecutive
 // segments are at most gap bytes apart: the bytes between them are zero in
 // a new memory, and Pack writes those zeros into the merged segment. Every
-// other section is copied unchanged, and the data count section (if any)
-// is updated. The initial memory image stays the same byte for byte.
+// other section is copied unchanged. The initial memory image stays the
+// same byte for byte.
 //
 // Segments may come in any order but must not overlap; a module with
-// overlapping segments, or with any other data section (passive segments, an
-// offset that is not a constant, a second memory) gets ErrUnsupported.
+// overlapping segments, with any other data section (passive segments, an
+// offset that is not a constant, a second memory), or with a data count
+// section (its code may name segments by index) gets ErrUnsupported.
 func Pack(mod []byte, gap int) ([]byte, Stats, error) {
 	st := Stats{BytesBefore: len(mod)}
 	secs, err := sections(mod)
@@ -58,6 +59,12 @@ func Pack(mod []byte, gap int) ([]byte, Stats, error) {
 	out.Write(header)
 	var merged []segment
 	for _, s := range secs {
+		if s.id == sectionDataCount {
+			// Only code that names data segments by index (memory.init,
+			// data.drop) needs this section, and merging renumbers them.
+			// The Go linker writes neither.
+			return nil, st, fmt.Errorf("%w: a data count section at %d: the code may name data segments by index, which merging would change", ErrUnsupported, s.at)
+		}
 		if s.id != sectionData {
 			continue
 		}
@@ -75,8 +82,6 @@ func Pack(mod []byte, gap int) ([]byte, Stats, error) {
 		switch s.id {
 		case sectionData:
 			writeSection(&out, sectionData, encodeData(merged))
-		case sectionDataCount:
-			writeSection(&out, sectionDataCount, appendUleb(nil, uint64(len(merged))))
 		default:
 			out.Write(s.raw)
 		}

@@ -41,7 +41,7 @@ func seg(off uint32, data string) segment { return segment{off: off, data: []byt
 func TestPackMergesAndKeepsTheImage(t *testing.T) {
 	custom := sec(0, 4, 'n', 'a', 'm', 'e', 1, 2, 3)
 	memory := sec(5, 1, 0, 2) // one memory, min 2 pages
-	in := module(custom, memory, sec(sectionDataCount, 5), dataSec(
+	in := module(custom, memory, dataSec(
 		seg(100, "ab"),   // 100..102
 		seg(105, "cd"),   // 3 zeros after the first: merged
 		seg(300, "ef"),   // 193 zeros: a segment of its own with gap 64
@@ -55,7 +55,7 @@ func TestPackMergesAndKeepsTheImage(t *testing.T) {
 	if st.SegmentsBefore != 5 || st.SegmentsAfter != 3 || st.BytesBefore != len(in) || st.BytesAfter != len(out) {
 		t.Errorf("stats = %+v", st)
 	}
-	want := module(custom, memory, sec(sectionDataCount, 3), dataSec(
+	want := module(custom, memory, dataSec(
 		seg(20, "first"), seg(100, "ab\x00\x00\x00cd"), seg(300, "efg"),
 	), sec(0, 1, 'x'))
 	if !bytes.Equal(out, want) {
@@ -123,6 +123,7 @@ func TestPackRefuses(t *testing.T) {
 		{"global offset", segs(1, 0, 0x23, 0, 0x0b, 1, 'a'), ErrUnsupported, "not i32.const"},
 		{"longer offset expression", segs(1, 0, 0x41, 0, 0x41, 0x0b, 1, 'a'), ErrUnsupported, "more than i32.const"},
 		{"overlap", module(dataSec(seg(0, "abcd"), seg(2, "x"))), ErrUnsupported, "overlap"},
+		{"data count section", module(sec(sectionDataCount, 1), dataSec(seg(0, "a"))), ErrUnsupported, "data count"},
 		{"segment past the section", segs(1, 0, 0x41, 0, 0x0b, 5, 'a'), ErrMalformed, "run past the section"},
 		{"too many segments", segs(9, 0), ErrMalformed, "9 segments"},
 		{"bytes after the segments", segs(1, 0, 0x41, 0, 0x0b, 1, 'a', 'b'), ErrMalformed, "after the last segment"},
@@ -134,7 +135,9 @@ func TestPackRefuses(t *testing.T) {
 			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
 				t.Errorf("Pack: %v; want %v containing %q", err, tc.err, tc.msg)
 			}
-			if _, err := nonZero(tc.mod); err == nil {
+			// The image of a module with a data count section is
+			// well-defined: Pack refuses it for its code's sake.
+			if _, err := nonZero(tc.mod); err == nil && tc.msg != "data count" {
 				t.Errorf("nonZero of a refused module: no error")
 			}
 		})
