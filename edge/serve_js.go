@@ -161,8 +161,10 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 const configGlobal = "__slidegateConfig"
 
 // jsConfigCache is the isolate's configCache, in globalThis. src is the
-// request's SLIDEGATE_CONFIG as a JavaScript value (a string, or undefined),
-// compared in JavaScript: a hit copies no text between JavaScript and Go.
+// request's SLIDEGATE_CONFIG as a JavaScript value (a string, or undefined).
+// js.Value.Equal compares references, and syscall/js gives equal strings
+// one reference (its table of values is keyed by value), so a hit copies no
+// text between JavaScript and Go; a miss only parses again.
 type jsConfigCache struct{ src js.Value }
 
 func (c jsConfigCache) Lookup() ([]byte, bool) {
