@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 )
 
@@ -25,7 +26,7 @@ const binaryVersion = 1
 func (c *Config) AppendBinary(b []byte) ([]byte, error) {
 	b = append(b, binaryVersion)
 	b = appendLen(b, c.Plans == nil, len(c.Plans))
-	for _, name := range sortedKeys(c.Plans) {
+	for _, name := range slices.Sorted(maps.Keys(c.Plans)) {
 		p := c.Plans[name]
 		b = appendString(b, name)
 		b = appendLimits(b, p.Limits)
@@ -33,7 +34,7 @@ func (c *Config) AppendBinary(b []byte) ([]byte, error) {
 	}
 	b = appendString(b, c.DefaultPlan)
 	b = appendLen(b, c.APIKeys == nil, len(c.APIKeys))
-	for _, k := range sortedKeys(c.APIKeys) {
+	for _, k := range slices.Sorted(maps.Keys(c.APIKeys)) {
 		b = appendString(appendString(b, k), c.APIKeys[k])
 	}
 	b = appendStrings(b, c.Identity.Headers)
@@ -95,15 +96,6 @@ func (c *Config) UnmarshalBinary(data []byte) error {
 	}
 	*c = d
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }
 
 // appendLen writes a length, 0 for nil: nil and empty stay apart.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strconv"
@@ -33,7 +34,7 @@ func (c *Config) Validate() error {
 	if len(c.Plans) == 0 {
 		return &FieldError{Field: "plans", Value: "{}", Err: because(ErrEmpty, "must define at least one plan")}
 	}
-	names := planNames(c)
+	names := slices.Sorted(maps.Keys(c.Plans))
 	// Names used by ip_limits, so a plan cannot reuse one: both can judge
 	// one request and share one set of headers and one IP identity.
 	ipNames := map[string]string{}
@@ -180,15 +181,6 @@ func (i Identity) validate() error {
 		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 1 and 128")}
 	}
 	return nil
-}
-
-func planNames(c *Config) []string {
-	names := make([]string, 0, len(c.Plans))
-	for n := range c.Plans {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
 }
 
 func validName(s string) bool {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
-	"github.com/slidegate/slidegate/internal/jsonv"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
@@ -33,21 +32,20 @@ var (
 
 // env is what the Worker reads from its variables.
 type env struct {
-	Config string // SLIDEGATE_CONFIG; empty means config.Default()
+	// Config reads SLIDEGATE_CONFIG (nil or empty: config.Default()). It
+	// is called only when the configuration cache has no binary form for
+	// it, so that a hit copies no text out of JavaScript.
+	Config func() string
 	Origin string // ORIGIN_URL; see the package doc
 	Debug  bool   // SLIDEGATE_DEBUG == "1"
-	// ConfigText, when set, reads SLIDEGATE_CONFIG instead of Config, and
-	// only when the configuration cache has no binary form for it: the
-	// Worker then does not copy the text out of JavaScript at all.
-	ConfigText func() string
 }
 
 // config returns SLIDEGATE_CONFIG.
 func (e env) config() string {
-	if e.ConfigText != nil {
-		return e.ConfigText()
+	if e.Config == nil {
+		return ""
 	}
-	return e.Config
+	return e.Config()
 }
 
 // deps are the platform pieces the handler is built from.
@@ -110,8 +108,6 @@ type logger interface {
 
 // newHandler builds the Worker's handler: httpapi in front of the origin.
 func newHandler(e env, d deps) (http.Handler, error) {
-	// config.Parse gives the defaults for an empty document; building them
-	// only then saves a tenth of a millisecond per request in Wasm.
 	cfg, err := loadConfig(e.config, d.Configs)
 	if err != nil {
 		return nil, fmt.Errorf("edge: %s: %w", varConfig, err)
@@ -158,22 +154,8 @@ func clientIP(r *http.Request) (netip.Addr, bool) {
 func failed(err error, log logger) http.Handler {
 	log.Error("edge: setup failed", "err", err)
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		writeProblem(w, http.StatusInternalServerError, "slidegate is misconfigured", err.Error())
+		httpapi.WriteProblem(w, http.StatusInternalServerError, "slidegate is misconfigured", err.Error())
 	})
-}
-
-func writeProblem(w http.ResponseWriter, status int, title, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	var e jsonv.Encoder
-	e.BeginObject()
-	e.String("type", "about:blank")
-	e.String("title", title)
-	e.Int("status", int64(status))
-	e.String("detail", detail)
-	e.EndObject()
-	_, _ = w.Write(append(e.Bytes(), '\n'))
 }
 
 // originHandler returns the handler admitted requests go to: nil for the
@@ -228,7 +210,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.target(r).String(), body)
 	if err != nil {
-		writeProblem(w, http.StatusBadGateway, "origin unreachable", "the request could not be forwarded")
+		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the request could not be forwarded")
 		return
 	}
 	out.Header = r.Header.Clone()
@@ -241,7 +223,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
-		writeProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")
+		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")
 		return
 	}
 	defer res.Body.Close()

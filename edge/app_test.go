@@ -185,8 +185,8 @@ func TestNewHandlerConfigErrors(t *testing.T) {
 		e    env
 		want string
 	}{
-		{"bad json", env{Config: "{"}, varConfig},
-		{"invalid config", env{Config: `{"plans": {"free": {"limits": []}}}`}, varConfig},
+		{"bad json", env{Config: text("{")}, varConfig},
+		{"invalid config", env{Config: text(`{"plans": {"free": {"limits": []}}}`)}, varConfig},
 		{"bad origin", env{Origin: "nope"}, "ORIGIN_URL"},
 	}
 	for _, tt := range tests {
@@ -423,11 +423,14 @@ func TestLoadConfigKeepsTheBinaryForm(t *testing.T) {
 	}
 }
 
-func TestEnvConfigText(t *testing.T) {
-	if got := (env{Config: "a"}).config(); got != "a" {
-		t.Errorf("config() = %q, want Config", got)
+// text returns an env.Config that reads s.
+func text(s string) func() string { return func() string { return s } }
+
+func TestEnvConfig(t *testing.T) {
+	if got := (env{}).config(); got != "" {
+		t.Errorf("no Config: config() = %q, want empty", got)
 	}
-	if got := (env{Config: "a", ConfigText: func() string { return "b" }}).config(); got != "b" {
-		t.Errorf("config() = %q, want ConfigText's", got)
+	if got := (env{Config: text("a")}).config(); got != "a" {
+		t.Errorf("config() = %q, want what Config reads", got)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/internal/jsonv"
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
@@ -123,7 +124,7 @@ func (d *debug) wrap(h http.Handler) http.Handler {
 			for cursor := ""; ; {
 				p, err := d.kv.List(r.Context(), prefix, cursor)
 				if err != nil {
-					writeProblem(w, http.StatusBadGateway, "kv list failed", err.Error())
+					httpapi.WriteProblem(w, http.StatusBadGateway, "kv list failed", err.Error())
 					return
 				}
 				rep.Keys = append(rep.Keys, p.Keys...)

@@ -45,10 +45,6 @@ func serve() {
 	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		readBody(r)
 		h.ServeHTTP(w, r)
-		// A body the handler left unread (a check body over the limit) is
-		// read to its end, up to maxDiscard, as net/http's server does:
-		// otherwise the connection may stall, the client's upload half
-		// read (seen under wrangler dev). Beyond that it is cancelled.
 		drain(r)
 	}))
 	workers.Ready()
@@ -60,10 +56,17 @@ func serve() {
 // or one that reports why there is none.
 func build(later func(time.Duration, func(context.Context))) http.Handler {
 	log := jsonlog.New(os.Stderr, nil) // the Workers console stamps each line
+	// SLIDEGATE_CONFIG as a JavaScript value: a string, or undefined.
+	cfgSrc := cloudflare.GetBinding(varConfig)
 	e := env{
-		ConfigText: func() string { return cloudflare.Getenv(varConfig) },
-		Origin:     cloudflare.Getenv(varOrigin),
-		Debug:      cloudflare.Getenv(varDebug) == "1",
+		Config: func() string {
+			if cfgSrc.Type() != js.TypeString {
+				return ""
+			}
+			return cfgSrc.String()
+		},
+		Origin: cloudflare.Getenv(varOrigin),
+		Debug:  cloudflare.Getenv(varDebug) == "1",
 	}
 	binding, err := workerskv.NewBinding(cloudflare.GetBinding(kvBinding), kvBinding)
 	if err != nil {
@@ -87,7 +90,7 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 		Now:       time.Now,
 		Logger:    log,
 		Debug:     dbg,
-		Configs:   jsConfigCache{src: cloudflare.GetBinding(varConfig)},
+		Configs:   jsConfigCache{src: cfgSrc},
 	})
 	if err != nil {
 		return failed(err, log)
@@ -95,10 +98,12 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 	return h
 }
 
-// drain reads what the handler left of r's body, up to maxDiscard, and
-// closes it. A body the handler passed to fetch (a proxied request) belongs
-// to the subrequest: its stream is locked, syumai's reader throws on it,
-// and drain leaves it alone.
+// drain reads what the handler left of r's body (a check body over the
+// limit), up to maxDiscard, and closes it, as net/http's server does:
+// otherwise the connection may stall with the client's upload half read
+// (seen under wrangler dev). A body the handler passed to fetch (a proxied
+// request) belongs to the subrequest: its stream is locked, syumai's reader
+// throws on it, and drain leaves it alone.
 func drain(r *http.Request) {
 	if r.Body == nil {
 		return

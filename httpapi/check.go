@@ -193,15 +193,15 @@ func (c *checkResponse) encode(e *jsonv.Encoder) {
 // authorized reports whether the request carries the check token, compared
 // in constant time.
 func (h *Handler) authorized(r *http.Request) bool {
-	if h.checkToken == "" {
+	if !h.checkToken {
 		return true
 	}
 	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	got, want := sha256.Sum256([]byte(strings.TrimSpace(token))), sha256.Sum256([]byte(h.checkToken))
-	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	return subtle.ConstantTimeCompare(got[:], h.checkSum[:]) == 1
 }
 
 // check serves POST /v1/check: the decision for a key, counted like a

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/http"
@@ -104,7 +105,8 @@ type Handler struct {
 	keys    map[string]keyEntry // sha256 hex → plan and identity
 	costs   []config.Cost
 
-	checkToken string // empty: open
+	checkToken bool     // false: the check API is open
+	checkSum   [32]byte // SHA-256 of check_token, hashed once at New
 }
 
 // keyEntry is a configured key: its plan, and its storage identity
@@ -159,7 +161,8 @@ func New(o Options) (*Handler, error) {
 		plans:       make(map[string]*plan, len(cfg.Plans)),
 		keys:        make(map[string]keyEntry, len(cfg.APIKeys)),
 		costs:       cfg.Costs,
-		checkToken:  cfg.CheckToken,
+		checkToken:  cfg.CheckToken != "",
+		checkSum:    sha256.Sum256([]byte(cfg.CheckToken)),
 	}
 	if h.now == nil {
 		h.now = time.Now

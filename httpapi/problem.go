@@ -100,6 +100,15 @@ func writeJSON(w http.ResponseWriter, status int, contentType string, v encoder)
 	_, _ = w.Write(append(body, '\n'))
 }
 
+// WriteProblem answers a problem of type about:blank with the given title:
+// for what a platform main answers itself (a Worker whose configuration
+// failed, an origin it could not reach).
+func WriteProblem(w http.ResponseWriter, status int, title, detail string) {
+	writeJSON(w, status, "application/problem+json", &problem{
+		Type: "about:blank", Title: title, Status: status, Detail: detail,
+	})
+}
+
 // writeProblem answers a problem of type about:blank, whose title is the
 // status text.
 func writeProblem(w http.ResponseWriter, status int, detail string, params []invalidParam) {

@@ -3,6 +3,9 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"testing"
 	"time"
 
@@ -41,5 +44,20 @@ func TestBodiesLikeEncodingJSON(t *testing.T) {
 		if got := e.Bytes(); !bytes.Equal(got, want) {
 			t.Errorf("%T:\n got %s\nwant %s", b, got, want)
 		}
+	}
+}
+
+func TestWriteProblem(t *testing.T) {
+	w := httptest.NewRecorder()
+	WriteProblem(w, http.StatusBadGateway, "origin unreachable", `the "origin" did not answer`)
+	if w.Code != http.StatusBadGateway || w.Header().Get("Content-Type") != "application/problem+json" || w.Header().Get("Cache-Control") != "no-store" {
+		t.Errorf("%d %v", w.Code, w.Header())
+	}
+	var p problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("body %q: %v", w.Body, err)
+	}
+	if want := (problem{Type: "about:blank", Title: "origin unreachable", Status: 502, Detail: `the "origin" did not answer`}); !reflect.DeepEqual(p, want) {
+		t.Errorf("problem = %+v, want %+v", p, want)
 	}
 }

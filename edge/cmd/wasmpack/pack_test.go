@@ -209,7 +209,7 @@ func TestPackedGoProgramRuns(t *testing.T) {
 	shim := filepath.Join(runtime.GOROOT(), "lib", "wasm", "wasm_exec_node.js")
 	runNode := func(p string) string {
 		t.Helper()
-		b, err := execCommand(node, shim, p)
+		b, err := exec.Command(node, shim, p).CombinedOutput()
 		if err != nil {
 			t.Fatalf("node %s: %v\n%s", p, err, b)
 		}
@@ -238,10 +238,6 @@ func TestPackedGoProgramRuns(t *testing.T) {
 	if got := runNode(wasm); got != want || !strings.Contains(got, "sum 499500") {
 		t.Errorf("packed program printed %q, the original %q", got, want)
 	}
-}
-
-func execCommand(name string, args ...string) ([]byte, error) {
-	return exec.Command(name, args...).CombinedOutput()
 }
 
 // program uses initialized data of several kinds (strings, tables, maps
