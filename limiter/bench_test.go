@@ -78,6 +78,33 @@ func BenchmarkCheck(b *testing.B) {
 	})
 }
 
+// BenchmarkDecide is the one-rule check through Decide, as a caller that
+// needs only the verdict makes it (bench/peers compares it with other
+// limiters).
+func BenchmarkDecide(b *testing.B) {
+	one := benchRules[:1]
+	for _, n := range []int{1, 10000} {
+		keys := benchKeys(n)
+		b.Run(fmt.Sprintf("parallel/%dkeys", n), func(b *testing.B) {
+			l := New(Options{})
+			for _, k := range keys {
+				l.Decide(ctx, t0, k, one, 1)
+			}
+			var seq atomic.Uint64
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := seq.Add(1) * 104729
+				for pb.Next() {
+					i++
+					if d, err := l.Decide(ctx, t0, keys[i%uint64(n)], one, 1); err != nil || !d.Allowed {
+						b.Fatal(d, err)
+					}
+				}
+			})
+		})
+	}
+}
+
 // BenchmarkNew is what a Worker request pays to build its limiter: the stock
 // shim starts a fresh Go instance per request.
 func BenchmarkNew(b *testing.B) {

@@ -58,26 +58,28 @@ func (c *denyCache) shard(id string) *denyShard {
 	return &c.shards[maphash.String(c.seed, id)%denyShards]
 }
 
-// answer fills res and reports true when id is remembered as blocked for
-// these rules at now and the request of this cost is denied.
-func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, res *Result) bool {
-	if c.size.Load() == 0 {
-		return false
-	}
+// any reports whether the cache holds an identity: while it holds none, a
+// check skips hashing the identity.
+func (c *denyCache) any() bool { return c.size.Load() != 0 }
+
+// answer reports whether id is remembered as blocked for these rules at now
+// and a request of this cost is denied. It then returns the deciding
+// decision, having written each rule's to out (len(rules) of them).
+func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, out []window.Decision) (window.Decision, bool) {
 	sh := c.shard(id)
 	if sh.n.Load() == 0 {
-		return false
+		return window.Decision{}, false
 	}
 	sh.mu.Lock()
 	d := sh.find(id, rules)
 	if d == nil {
 		sh.mu.Unlock()
-		return false
+		return window.Decision{}, false
 	}
 	if now.UnixNano() >= d.until {
 		c.unlink(sh, id, d)
 		sh.mu.Unlock()
-		return false
+		return window.Decision{}, false
 	}
 	for i, r := range rules {
 		s := &d.rules[i]
@@ -88,15 +90,12 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, r
 		case s.bucket + 1:
 			prev = s.current
 		}
-		res.Rules[i] = r.Decide(now, prev, cur, cost)
+		out[i] = r.Decide(now, prev, cur, cost)
 	}
 	sh.mu.Unlock()
-	res.Decision = window.Combine(res.All())
-	if res.Allowed { // only a cost of 0 gets here: let the store answer
-		return false
-	}
-	res.Cached = true
-	return true
+	dec := window.Combine(out)
+	// Only a cost of 0 is allowed here: let the store answer.
+	return dec, !dec.Allowed
 }
 
 // find returns the denial of id under rules, or nil.

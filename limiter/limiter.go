@@ -70,11 +70,8 @@ type Limiter struct {
 	local       stores
 	countDenied bool
 	deny        *denyCache // nil when off
-	// oneRule: a check of one shared rule may take one, the store
-	// deciding the rule itself (a RuleUpdater, CountDenied off).
-	oneRule bool
-	latest  atomic.Int64
-	pool    sync.Pool
+	latest      atomic.Int64
+	pool        sync.Pool
 }
 
 // stores is one store seen through each interface it implements, asserted
@@ -150,7 +147,6 @@ func New(o Options) *Limiter {
 		local = memstore.New()
 	}
 	l.shared, l.local = newStores(shared), newStores(local)
-	l.oneRule = l.shared.ru != nil && !l.countDenied
 	if !o.DisableDenyCache && !o.CountDenied {
 		l.deny = newDenyCache(o.DenyCacheSize)
 	}
@@ -175,12 +171,50 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // around: a Result is some 660 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
-	if len(rules) == 1 && l.oneRule {
-		if r := &rules[0]; !r.Local && cost > 0 && r.Limit > 0 && r.Period > 0 {
-			return l.one(ctx, now, id, rules, cost, res)
+	if st := l.single(rules, cost); st != nil {
+		cached, err := l.one(ctx, st, now, id, rules, cost, &res.Decision)
+		res.Rules[0], res.N, res.Cached = res.Decision, 1, cached
+		if err != nil {
+			res.N = 0
 		}
+		return err
 	}
 	return l.check(ctx, now, id, rules, cost, true, res)
+}
+
+// Decide is Check for a caller that needs only the deciding rule's
+// decision (Result.Decision), as a caller of a client-side limiter's
+// Allow or Take does: the verdict, the deciding rule's limit, remaining,
+// ResetAfter and RetryAfter. It counts exactly as Check does. A one-rule
+// check returns the Decision in registers, without the Result (some 660
+// bytes, a decision per rule) that Check has to zero and copy.
+func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (d window.Decision, err error) {
+	if st := l.single(rules, cost); st != nil {
+		_, err = l.one(ctx, st, now, id, rules, cost, &d)
+		return d, err
+	}
+	var res Result
+	err = l.check(ctx, now, id, rules, cost, true, &res)
+	return res.Decision, err
+}
+
+// single returns the store of a check that may take one: one valid rule
+// and a positive cost, the rule's store deciding a rule under its lock (a
+// kvstore.RuleUpdater), CountDenied off. Nil means the general path. The
+// HTTP layer's per-IP check (one local rule) and a one-rule plan take it.
+func (l *Limiter) single(rules []Rule, cost int64) *stores {
+	if len(rules) != 1 || cost <= 0 || l.countDenied {
+		return nil
+	}
+	r := &rules[0]
+	st := &l.shared
+	if r.Local {
+		st = &l.local
+	}
+	if st.ru == nil || r.Limit <= 0 || r.Period <= 0 {
+		return nil
+	}
+	return st
 }
 
 // PeekInto decides a request of this cost as CheckInto would, without
@@ -210,8 +244,11 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	}
 	now = l.clock(now)
 	res.N = len(rules)
-	if l.deny != nil && l.deny.answer(id, now, rules, cost, res) {
-		return nil
+	if l.deny != nil && l.deny.any() {
+		if d, ok := l.deny.answer(id, now, rules, cost, res.Rules[:len(rules)]); ok {
+			res.Decision, res.Cached = d, true
+			return nil
+		}
 	}
 
 	sc := l.pool.Get().(*scratch)
@@ -257,30 +294,32 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	return nil
 }
 
-// one is CheckInto for the most common request: one valid shared rule, a
-// positive cost, on a store that decides a rule under its lock (oneRule),
-// tested before check's frame is set up. It needs no scratch: the store
-// returns the two counts, and a single decision is its own combination.
-// CountDenied takes the general path (it counts after a denial).
-func (l *Limiter) one(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
+// one decides the most common request, one rule on st, for which single
+// returned st; it is tested before check's frame is set up. It needs no
+// scratch: the store returns the two counts, and a single decision is its
+// own combination. It reports whether the deny cache answered. The
+// decision goes to *d: a Decision and an error are more words than Go
+// returns in registers, and a result returned in memory is copied again.
+func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) (cached bool, err error) {
 	now = l.clock(now)
-	res.N, res.Cached = 1, false
-	if l.deny != nil && l.deny.answer(id, now, rules, cost, res) {
-		return nil
+	if l.deny != nil && l.deny.any() {
+		var out [1]window.Decision
+		if *d, cached = l.deny.answer(id, now, rules, cost, out[:]); cached {
+			return true, nil
+		}
 	}
 	r := &rules[0]
-	prev, cur, _, err := l.shared.ru.UpdateRule(ctx, id, r.Rule, r.At(now), cost)
+	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, r.At(now), cost)
 	if err != nil {
-		res.Decision, res.N = window.Decision{}, 0
-		return fmt.Errorf("limiter: update: %w", err)
+		*d = window.Decision{}
+		return false, fmt.Errorf("limiter: update: %w", err)
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
-	res.Decision = r.Decide(now, prev, cur, cost)
-	res.Rules[0] = res.Decision
-	if !res.Allowed && l.deny != nil {
+	*d = r.Decide(now, prev, cur, cost)
+	if !d.Allowed && l.deny != nil {
 		l.deny.remember(id, now, rules, []int64{prev}, []int64{cur})
 	}
-	return nil
+	return false, nil
 }
 
 // group decides the rules of one scope against a store. When admit is false

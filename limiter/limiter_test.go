@@ -299,16 +299,20 @@ func TestExactUnderConcurrencyStoreDecides(t *testing.T) {
 }
 
 func TestOneRulePathMatchesGeneral(t *testing.T) {
-	// A lone shared rule on a store with UpdateRule skips the scratch and
-	// the Admitter; every answer must be the one the general path gives,
-	// deny cache included.
-	for _, o := range []Options{{}, {DisableDenyCache: true}} {
-		fast := New(Options{Store: memstore.New(), DisableDenyCache: o.DisableDenyCache})
-		general := New(Options{Store: updater{memstore.New()}, DisableDenyCache: o.DisableDenyCache})
-		if fast.shared.ru == nil || general.shared.ru != nil {
+	// A lone rule, shared or local, on a store with UpdateRule skips the
+	// scratch and the Admitter; every answer must be the one the general
+	// path gives, deny cache included.
+	for _, o := range []struct {
+		noDenyCache, local bool
+	}{{false, false}, {true, false}, {false, true}, {true, true}} {
+		shared, local := memstore.New(), memstore.New()
+		fast := New(Options{Store: shared, Local: local, DisableDenyCache: o.noDenyCache})
+		general := New(Options{Store: updater{memstore.New()}, Local: updater{memstore.New()}, DisableDenyCache: o.noDenyCache})
+		r := rule("minute", 7, time.Minute)
+		r.Local = o.local
+		if fast.single([]Rule{r}, 1) == nil || general.single([]Rule{r}, 1) != nil {
 			t.Fatal("the two limiters do not take different paths")
 		}
-		r := rule("minute", 7, time.Minute)
 		at := t0
 		for i := range 2000 {
 			// Steps of 0 to 9 s cross bucket boundaries often; a few
@@ -327,6 +331,58 @@ func TestOneRulePathMatchesGeneral(t *testing.T) {
 					i, id, at.Format(time.TimeOnly), cost, got.Decision, errG, want.Decision, errW)
 			}
 		}
+		// Each rule is counted in its own scope's store only.
+		counted, other := shared.Len(), local.Len()
+		if o.local {
+			counted, other = other, counted
+		}
+		if counted == 0 || other != 0 {
+			t.Errorf("local %t: %d identities in the rule's store, %d in the other; want some and none", o.local, counted, other)
+		}
+	}
+}
+
+func TestDecideIsChecksDecision(t *testing.T) {
+	// Decide returns what Check returns as its Decision and counts the
+	// same: two limiters fed the same requests, one through each, agree on
+	// every answer. One rule takes the one-rule path, two the general one;
+	// both deny (from the store, then from the deny cache) along the way.
+	for _, rules := range [][]Rule{{rule("minute", 7, time.Minute)}, {rule("minute", 7, time.Minute), rule("hour", 20, time.Hour)}} {
+		byCheck, byDecide := New(Options{}), New(Options{})
+		at, denied, cached := t0, 0, 0
+		for i := range 2000 {
+			at = at.Add(time.Duration((i*7919)%10-1) * time.Second / 3)
+			id := fmt.Sprint("id-", i%3)
+			cost := int64(i % 4)
+			want, errW := byCheck.Check(ctx, at, id, rules, cost)
+			got, errG := byDecide.Decide(ctx, at, id, rules, cost)
+			if got != want.Decision || (errG == nil) != (errW == nil) {
+				t.Fatalf("%d rules, request %d (%s at %s, cost %d): Decide %+v, %v; Check %+v, %v",
+					len(rules), i, id, at.Format(time.TimeOnly), cost, got, errG, want.Decision, errW)
+			}
+			if !want.Allowed {
+				denied++
+			}
+			if want.Cached {
+				cached++
+			}
+		}
+		if denied == 0 || cached == 0 {
+			t.Errorf("%d rules: %d denials, %d from the deny cache; the test needs both", len(rules), denied, cached)
+		}
+	}
+	if _, err := New(Options{}).Decide(ctx, t0, "k", nil, 1); !errors.Is(err, ErrRules) {
+		t.Errorf("Decide without rules: %v, want ErrRules", err)
+	}
+	l := New(Options{})
+	one := []Rule{rule("minute", 1<<40, time.Minute)}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if d, err := l.Decide(ctx, t0, "k", one, 1); !d.Allowed || err != nil {
+			t.Fatal(d, err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("admitted Decide allocates %.1f times, want 0", allocs)
 	}
 }
 

@@ -123,9 +123,8 @@ func (s *slidegate) Allow(ctx context.Context, key string) (bool, error) {
 	if s.clock != nil {
 		now = s.clock()
 	}
-	var r limiter.Result
-	err := s.l.CheckInto(ctx, now, key, s.rules, 1, &r)
-	return r.Allowed, err
+	d, err := s.l.Decide(ctx, now, key, s.rules, 1)
+	return d.Allowed, err
 }
 
 func (s *slidegate) Close() error { return nil }
