@@ -90,7 +90,7 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, o
 		case s.bucket + 1:
 			prev = s.current
 		}
-		out[i] = r.Decide(now, prev, cur, cost)
+		r.DecideInto(&out[i], now, prev, cur, cost)
 	}
 	sh.mu.Unlock()
 	dec := window.Combine(out)

@@ -315,7 +315,7 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 		return false, fmt.Errorf("limiter: update: %w", err)
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
-	*d = r.Decide(now, prev, cur, cost)
+	r.DecideInto(d, now, prev, cur, cost)
 	if !d.Allowed && l.deny != nil {
 		l.deny.remember(id, now, rules, []int64{prev}, []int64{cur})
 	}
@@ -349,7 +349,7 @@ func (l *Limiter) group(ctx context.Context, st stores, now time.Time, id string
 	for k, i := range sc.idx[:n] {
 		// counts are as decided on: before this request's cost.
 		sc.prev[i], sc.cur[i] = counts[2*k], counts[2*k+1]
-		res.Rules[i] = rules[i].Decide(now, sc.prev[i], sc.cur[i], cost)
+		rules[i].DecideInto(&res.Rules[i], now, sc.prev[i], sc.cur[i], cost)
 	}
 	return ok, nil
 }

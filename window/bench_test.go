@@ -12,18 +12,23 @@ var sink window.Decision
 
 func BenchmarkDecide(b *testing.B) {
 	now := t0.Add(30 * time.Second)
-	b.Run("allowed", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = perMinute.Decide(now, 100, 20, 1)
-		}
-	})
-	b.Run("denied", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			sink = perMinute.Decide(now, 100, 100, 1)
-		}
-	})
+	for _, c := range []struct {
+		name      string
+		prev, cur int64
+	}{{"allowed", 100, 20}, {"denied", 100, 100}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sink = perMinute.Decide(now, c.prev, c.cur, 1)
+			}
+		})
+		b.Run(c.name+"_into", func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				perMinute.DecideInto(&sink, now, c.prev, c.cur, 1)
+			}
+		})
+	}
 }
 
 func BenchmarkDecideTwoRules(b *testing.B) {

@@ -29,11 +29,17 @@ func FuzzDecide(f *testing.F) {
 			t.Skip("period below MinPeriod")
 		}
 		r := window.Rule{Name: "fuzz", Limit: limit, Period: time.Duration(period)}
+		// DecideInto writes every field: over another rule's answer it
+		// leaves what Decide returns (which starts from the zero value).
+		d := window.Decision{Allowed: true, Rule: "old", Limit: -7, Period: -time.Hour, Used: -9, Remaining: -3, ResetAfter: -5, RetryAfter: -6}
+		r.DecideInto(&d, time.Unix(0, now), prev, cur, cost)
+		if want := r.Decide(time.Unix(0, now), prev, cur, cost); d != want {
+			t.Fatalf("%+v.DecideInto(%d, %d, %d, %d) over a used Decision = %+v, Decide = %+v", r, now, prev, cur, cost, d, want)
+		}
 		if limit > 0 {
 			checkDecide(t, r, time.Unix(0, now), prev, cur, cost)
 			return
 		}
-		d := r.Decide(time.Unix(0, now), prev, cur, cost)
 		if d.Remaining != 0 || d.Used < 0 || d.RetryAfter < 0 || d.ResetAfter < 0 {
 			t.Fatalf("%+v.Decide(%d, %d, %d, %d) = %+v", r, now, prev, cur, cost, d)
 		}
