@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -170,8 +171,12 @@ func (d *decoder) decode(path string, v any, dst reflect.Value) error {
 			return bad("an integer")
 		}
 		i, err := n.Int64()
-		if err != nil || dst.OverflowInt(i) {
+		switch {
+		case errors.Is(err, strconv.ErrRange) || err == nil && dst.OverflowInt(i):
+			// The field's own range, if narrower, is validation's to say.
 			return bad("an integer between -9223372036854775808 and 9223372036854775807")
+		case err != nil:
+			return bad("an integer") // 1.5, not 1.5e3 or 2.0
 		}
 		dst.SetInt(i)
 	default:

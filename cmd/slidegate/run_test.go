@@ -74,6 +74,18 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"serve", "--help"}, {"serve", "-h"}} {
+		var out, errOut strings.Builder
+		if err := run(context.Background(), args, &out, &errOut); err != nil {
+			t.Errorf("run(%q) = %v, want nil: asking for help is not an error", args, err)
+		}
+		if help := out.String() + errOut.String(); !strings.Contains(help, "listen") {
+			t.Errorf("run(%q) printed %q, want the serve flags or the usage", args, help)
+		}
+	}
+}
+
 var listening = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 
 // serveInProcess runs `slidegate serve args...` on 127.0.0.1:0 until the
