@@ -170,9 +170,24 @@ func (r Rule) DecideInto(d *Decision, now time.Time, prev, cur, cost int64) {
 	default:
 		retry = wait(prev, cur, e, p, r.Limit-cost)
 	}
+	// ResetAfter is wait(prev, cur, e, p, 0) written out: with the bound
+	// 0, span(n, 0, p) is (p-1)/n, and the call would cost more than it.
+	reset := time.Duration(0)
+	switch {
+	case cur > 0:
+		next, in := p-e, p-(p-1)/cur
+		reset = Never
+		if next <= int64(Never)-in {
+			reset = time.Duration(next + in)
+		}
+	case prev > 0:
+		if t := p - (p-1)/prev; t > e {
+			reset = time.Duration(t - e)
+		}
+	}
 	d.Allowed, d.Rule, d.Limit, d.Period = allowed, r.Name, r.Limit, r.Period
 	d.Used, d.Remaining = used, max(min(r.Limit-used, r.Limit), 0)
-	d.ResetAfter, d.RetryAfter = wait(prev, cur, e, p, 0), retry
+	d.ResetAfter, d.RetryAfter = reset, retry
 }
 
 // estimate returns floor(prev × (p-e) / p) + cur for non-negative counts,
