@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -176,7 +177,13 @@ func (d *decoder) decode(path string, v any, dst reflect.Value) error {
 			// The field's own range, if narrower, is validation's to say.
 			return bad("an integer between -9223372036854775808 and 9223372036854775807")
 		case err != nil:
-			return bad("an integer") // 1.5, not 1.5e3 or 2.0
+			// Written with a fraction or an exponent, an integer is exact
+			// only below 2^53 (as in JavaScript): 1e30 or 9.1e15 is one
+			// that must be written in digits, 1.5 none at all.
+			if f, _ := strconv.ParseFloat(string(n), 64); math.Abs(f) >= 1<<53 {
+				return bad("an integer written in digits (beyond 2^53 a fraction or an exponent is not exact)")
+			}
+			return bad("an integer")
 		}
 		dst.SetInt(i)
 	default:

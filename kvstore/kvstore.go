@@ -83,8 +83,9 @@ type Updater interface {
 }
 
 // RuleUpdater is an Updater that also decides a lone rule itself, with
-// window math under its lock: the limiter's most common check (one shared
-// rule) then needs no Admitter, no slot slices and no call back.
+// window math under its lock: the limiter's most common check (one rule,
+// shared or local) then needs no Admitter, no slot slices and no call
+// back.
 type RuleUpdater interface {
 	Updater
 	// UpdateRule atomically reads the counts of r's buckets pos.Index-1

@@ -64,7 +64,9 @@ func (c *denyCache) any() bool { return c.size.Load() != 0 }
 
 // answer reports whether id is remembered as blocked for these rules at now
 // and a request of this cost is denied. It then returns the deciding
-// decision, having written each rule's to out (len(rules) of them).
+// decision, having written each rule's to out (len(rules) of them). When
+// it reports false, the decision and out mean nothing (a cost of 0 can be
+// decided and still report false: the store answers those).
 func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, out []window.Decision) (window.Decision, bool) {
 	sh := c.shard(id)
 	if sh.n.Load() == 0 {

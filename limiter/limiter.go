@@ -186,8 +186,8 @@ func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules
 // decision (Result.Decision), as a caller of a client-side limiter's
 // Allow or Take does: the verdict, the deciding rule's limit, remaining,
 // ResetAfter and RetryAfter. It counts exactly as Check does. A one-rule
-// check returns the Decision in registers, without the Result (some 660
-// bytes, a decision per rule) that Check has to zero and copy.
+// check returns the Decision in registers (on amd64), without the Result
+// (some 660 bytes, a decision per rule) that Check has to zero and copy.
 func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (d window.Decision, err error) {
 	if st := l.single(rules, cost); st != nil {
 		_, err = l.one(ctx, st, now, id, rules, cost, &d)
@@ -298,8 +298,9 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 // returned st; it is tested before check's frame is set up. It needs no
 // scratch: the store returns the two counts, and a single decision is its
 // own combination. It reports whether the deny cache answered. The
-// decision goes to *d: a Decision and an error are more words than Go
-// returns in registers, and a result returned in memory is copied again.
+// decision goes to *d: on amd64 a Decision and an error are more words
+// than Go returns in registers, and a result returned in memory is copied
+// again.
 func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) (cached bool, err error) {
 	now = l.clock(now)
 	if l.deny != nil && l.deny.any() {

@@ -577,6 +577,45 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// failingRules is a memory store whose UpdateRule fails: the one-rule
+// path's store error.
+type failingRules struct {
+	*memstore.Store
+	err error
+}
+
+func (f failingRules) UpdateRule(context.Context, string, window.Rule, window.Pos, int64) (prev, cur int64, ok bool, err error) {
+	return 0, 0, false, f.err
+}
+
+func TestOneRuleStoreError(t *testing.T) {
+	// A failed UpdateRule on the one-rule path, shared or local: every
+	// entry point returns the error and a zero, not-allowed answer, even
+	// into a Result that held an admission.
+	boom := errors.New("boom")
+	for _, local := range []bool{false, true} {
+		l := New(Options{Store: failingRules{memstore.New(), boom}, Local: failingRules{memstore.New(), boom}})
+		r := minute
+		r.Local = local
+		rules := []Rule{r}
+		if l.single(rules, 1) == nil {
+			t.Fatal("the check does not take the one-rule path")
+		}
+		res := Result{Decision: window.Decision{Allowed: true, Remaining: 3}, N: 1, Cached: true}
+		res.Rules[0] = res.Decision
+		if err := l.CheckInto(ctx, t0, "k", rules, 1, &res); !errors.Is(err, boom) {
+			t.Errorf("local %t: CheckInto err = %v, want wrapping boom", local, err)
+		}
+		if res.Decision != (window.Decision{}) || res.N != 0 || res.Cached || res.Rules[0] != (window.Decision{}) {
+			t.Errorf("local %t: CheckInto left %+v, N %d, cached %t; want a zero Result", local, res.Decision, res.N, res.Cached)
+		}
+		d, err := l.Decide(ctx, t0, "k", rules, 1)
+		if !errors.Is(err, boom) || d != (window.Decision{}) {
+			t.Errorf("local %t: Decide = %+v, %v; want a zero Decision and boom", local, d, err)
+		}
+	}
+}
+
 func TestLocalUndoneOnSharedError(t *testing.T) {
 	local := memstore.New()
 	l := New(Options{Store: &counting{Conditional: memstore.New(), fail: errors.New("down")}, Local: local})

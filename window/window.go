@@ -149,11 +149,11 @@ func (r Rule) Decide(now time.Time, prev, cur, cost int64) (d Decision) {
 
 // DecideInto is Decide writing its decision into *d, every field of it.
 // It is for callers that keep decisions in memory (an array of them, a
-// result struct): Go returns a Decision in nine registers, and the caller
-// stores them one word at a time and then copies the struct with 16-byte
-// loads that straddle two of those stores, which the CPU cannot forward
-// from its store buffer. Here those stalls cost about as much as the
-// decision itself (BenchmarkDecide: value against into).
+// result struct): Go returns a Decision in registers (nine on amd64), and
+// the caller stores them one word at a time and then copies the struct
+// with 16-byte loads that straddle two of those stores, which the CPU
+// cannot forward from its store buffer. Here those stalls cost about as
+// much as the decision itself (BenchmarkDecide: value against into).
 func (r Rule) DecideInto(d *Decision, now time.Time, prev, cur, cost int64) {
 	p := int64(r.Period)
 	_, e := split(now.UnixNano(), p)
@@ -203,8 +203,8 @@ func estimate(prev, cur, e, p int64) (int64, bool) {
 // Wait returns how long after now the estimate of the given counts falls to
 // at most bound if nothing else arrives; Never when bound is negative or
 // the wait does not fit in a Duration. Negative counts count as zero.
-// Decide uses it for RetryAfter (bound = Limit - cost) and ResetAfter
-// (bound = 0).
+// Decide's RetryAfter is Wait with the bound Limit - cost, and its
+// ResetAfter Wait with the bound 0 (computed in place).
 func (r Rule) Wait(now time.Time, prev, cur, bound int64) time.Duration {
 	p := int64(r.Period)
 	_, e := split(now.UnixNano(), p)
