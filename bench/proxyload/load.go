@@ -89,6 +89,16 @@ type report struct {
 	limited                      int // 429s from slidegate (should be 0: limits are set high)
 }
 
+// loadKeys returns the API keys the load sends: bench-key-0 ... (wrk.lua
+// sends the same 1000).
+func loadKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "bench-key-" + strconv.Itoa(i)
+	}
+	return keys
+}
+
 // benchConfig is the default configuration (free, pro, enterprise) with
 // every load key on the enterprise plan (6,000 a minute, 1,000,000 a day:
 // 1,000 keys admit up to 100,000 requests a second, more than this
@@ -160,10 +170,7 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	f.servers = append(f.servers, bare)
 	f.bare = bareURL
 
-	keys := make([]string, nkeys)
-	for i := range keys {
-		keys[i] = "bench-key-" + strconv.Itoa(i)
-	}
+	keys := loadKeys(nkeys)
 	f.keys = keys
 	cfg, err := benchConfig(keys)
 	if err != nil {

@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -58,6 +61,38 @@ func TestMedian(t *testing.T) {
 	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{3, 1, 2}, 2}, {[]float64{4, 1, 3, 2}, 2.5}} {
 		if got := median(tt.xs); got != tt.want {
 			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
+		}
+	}
+}
+
+// TestDriveOnly: -drive sends exactly -n requests and fails when a front
+// end answers anything but 200 (here an origin that rate-limits).
+func TestDriveOnly(t *testing.T) {
+	f, err := setup(10, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var hits atomic.Int64
+	counted := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := hits.Add(1); n > 20 {
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}))
+	defer counted.Close()
+	o := options{conc: 3, maxReq: 20, keys: 10}
+	if err := driveOnly(o, counted.URL); err != nil {
+		t.Fatalf("20 requests to a server that admits 20: %v", err)
+	}
+	if got := hits.Load(); got != 20 {
+		t.Errorf("-drive -n 20 sent %d requests", got)
+	}
+	if err := driveOnly(o, counted.URL); err == nil || !strings.Contains(err.Error(), "20 non-200") {
+		t.Errorf("answers of 429 gave %v, want an error counting 20 non-200 answers", err)
+	}
+	for _, u := range []string{f.bare, f.filtered} {
+		if err := driveOnly(options{conc: 2, maxReq: 30, keys: 10}, u); err != nil {
+			t.Errorf("%s: %v", u, err)
 		}
 	}
 }

@@ -21,7 +21,9 @@ import (
 	"net/http"
 	_ "net/http/pprof" // /debug/pprof on the -pprof listener
 	"os"
+	"os/signal"
 	"runtime/pprof"
+	"syscall"
 	"time"
 )
 
@@ -38,6 +40,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	flag.StringVar(&o.profileDir, "phaseprofile", "", "write a CPU profile of every measured phase into `DIR` (not with -cpuprofile)")
 	pprofAddr := flag.String("pprof", "", "with -serve: serve net/http/pprof and expvar on `ADDR` (127.0.0.1 only), to profile the servers under wrk")
+	drive := flag.String("drive", "", "only send -n requests to the front end at `URL` (one that -serve printed) over -c connections, and fail unless every answer is 200")
 	flag.Parse()
 	if *cpuprofile != "" && o.profileDir != "" {
 		fmt.Fprintln(os.Stderr, "proxyload: -cpuprofile and -phaseprofile exclude each other")
@@ -53,6 +56,13 @@ func main() {
 			os.Exit(1)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *drive != "" {
+		if err := driveOnly(o, *drive); err != nil {
+			fmt.Fprintln(os.Stderr, "proxyload:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *serveFor > 0 {
 		if err := serveOnly(o, *serveFor, *pprofAddr, os.Stdout); err != nil {
@@ -78,8 +88,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 }
 
 // serveOnly starts the servers for an external load generator and keeps
-// them up for d (bounded, so a forgotten run ends by itself). -aa and
-// -variant apply as in a measured run.
+// them up for d (bounded, so a forgotten run ends by itself) or until
+// SIGINT or SIGTERM. -aa and -variant apply as in a measured run.
 func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) error {
 	f, err := setup(o.keys, o.aa, o.variant)
 	if err != nil {
@@ -103,6 +113,35 @@ func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) erro
 		fmt.Fprintf(out, "pprof http://%s/debug/pprof/\n", ln.Addr())
 	}
 	fmt.Fprintf(out, "origin %s\nbare %s\nslidegate %s\n", f.origin, f.bare, f.filtered)
-	time.Sleep(d)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// driveOnly sends exactly o.maxReq requests to base with the load's keys
+// over o.conc connections (instr.sh counts a server's instructions per
+// request this way) and fails unless every one was answered 200.
+func driveOnly(o options, base string) error {
+	keys := loadKeys(o.keys)
+	client := &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        o.conc,
+		MaxIdleConnsPerHost: o.conc,
+		DisableCompression:  true,
+	}}
+	defer client.CloseIdleConnections()
+	o.phase = 10 * time.Minute // bounded by o.maxReq
+	var s stats
+	if _, err := phase(context.Background(), client, base, keys, o, &s); err != nil {
+		return err
+	}
+	if s.requests != o.maxReq || s.errors > 0 || s.non200 > 0 {
+		return fmt.Errorf("-drive %s: %d of %d requests answered, %d transport errors, %d non-200 answers", base, s.requests, o.maxReq, s.errors, s.non200)
+	}
 	return nil
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# User-space instructions per proxied request, bare proxy against
+# slidegate, counted by valgrind's cachegrind rather than timed: the counts
+# hardly move with what else the machine does, so small changes show that
+# wrk.sh and pair.sh cannot resolve. Kernel work (the sockets, most of a
+# request's time) is not counted, so the ratio here is larger than the
+# CPU-time ratio.
+#
+# The proxyload servers (origin, bare proxy, slidegate; GOMAXPROCS=1) run
+# under cachegrind while proxyload -drive sends a fixed number of requests
+# to one front end: N in one run, 2N in another, so that start-up, the
+# warm-up and idle time cancel in the difference. Per request, per front
+# end: (Ir(2N) - Ir(N)) / N; then the functions whose count per request
+# grew most from the bare proxy to slidegate, in groups. Under valgrind
+# the CPU has no SHA instructions, so SHA-256 runs its AVX2 code (more
+# instructions than the SHA-NI code a real run uses).
+#
+# Bounded: four server runs, two at a time, 127.0.0.1 only; about 2
+# minutes for N=4000 here.
+#   bench/proxyload/instr.sh [N] [CONNECTIONS]
+# VARIANT=headers|decision and AA=1 apply as in pair.sh. DRIVE_KEYS=K sends
+# the load on the first K of the 1000 configured keys (how much the store
+# holds); GOGC and other Go settings in the environment reach the servers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-4000} conns=${2:-4}
+command -v valgrind >/dev/null || { echo "instr: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
+out=$(mktemp -d)
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$out"' EXIT
+go build -o "$out/proxyload" ./proxyload
+flags=()
+[[ -n ${VARIANT:-} ]] && flags+=(-variant "$VARIANT")
+[[ ${AA:-} == 1 ]] && flags+=(-aa)
+
+# run NAME FRONT COUNT: the servers under cachegrind, COUNT requests (after
+# 200 to warm up) to FRONT (bare or slidegate), then SIGTERM.
+run() {
+  local d="$out/$1"
+  mkdir -p "$d"
+  GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$d/cg" \
+    "$out/proxyload" "${flags[@]}" -serve 10m > "$d/urls" 2> "$d/vg" &
+  local vp=$!
+  for i in $(seq 600); do
+    grep -q slidegate "$d/urls" 2>/dev/null && break
+    kill -0 "$vp" 2>/dev/null || { echo "instr: the servers exited" >&2; cat "$d/vg" >&2; return 1; }
+    (( i < 600 )) || { echo "instr: the servers did not start in 60 s" >&2; return 1; }
+    sleep 0.1
+  done
+  local u
+  u=$(awk -v f="$2" '$1==f{print $2}' "$d/urls")
+  "$out/proxyload" -drive "$u" -keys "${DRIVE_KEYS:-1000}" -n 200 -c "$conns"
+  "$out/proxyload" -drive "$u" -keys "${DRIVE_KEYS:-1000}" -n "$3" -c "$conns"
+  kill -TERM "$vp"
+  wait "$vp"
+  cg_annotate --show-percs=no --threshold=0 "$d/cg" |
+    awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1 > "'"$d/total"'"}
+      /file:function/ {f=1; next}
+      f && /^ *[0-9][0-9,]* +\// {c=$1; gsub(",", "", c); fn=$2; sub(/^.*:/, "", fn); a[fn]+=c}
+      END {for (k in a) print k "\t" a[k]}' | sort > "$d/fn"
+}
+
+for front in bare slidegate; do
+  run "$front.1" "$front" "$n" & pids=($!)
+  run "$front.2" "$front" "$((2 * n))" & pids+=($!)
+  for p in "${pids[@]}"; do wait "$p"; done
+  pids=()
+done
+
+per() { echo $(( ($(cat "$out/$1.2/total") - $(cat "$out/$1.1/total")) / n )); }
+b=$(per bare) s=$(per slidegate)
+echo "instr: $n and $((2 * n)) requests, $conns connections, ${DRIVE_KEYS:-1000} keys, variant ${VARIANT:-none}, A/A ${AA:-0}, GOGC ${GOGC:-100}"
+awk -v b="$b" -v s="$s" 'BEGIN {printf "instructions per request: bare %d, slidegate %d, %+.1f %% (%+d)\n", b, s, 100*(s/b-1), s-b}'
+# Per function: slidegate's growth per request minus the bare proxy's.
+join -t $'\t' -a1 -a2 -e0 -o 0,1.2,2.2 "$out/slidegate.2/fn" "$out/slidegate.1/fn" > "$out/s"
+join -t $'\t' -a1 -a2 -e0 -o 0,1.2,2.2 "$out/bare.2/fn" "$out/bare.1/fn" > "$out/b"
+join -t $'\t' -a1 -a2 -e0 -o 0,1.2,1.3,2.2,2.3 "$out/s" "$out/b" |
+  awk -F'\t' -v n="$n" '
+    { d = (($2 - $3) - ($4 - $5)) / n
+      g = "other"
+      if ($1 ~ /slidegate/) g = "slidegate (limiter, store, window, httpapi)"
+      else if ($1 ~ /sha256|strconv|netip|hex\./) g = "SHA-256, number formatting, IP parsing"
+      else if ($1 ~ /^runtime\.(scan|tryDefer|findObject|gc|wb|greyobject|markBits|spanOf|typePointers|extractHeap|bgsweep|sweep|\(\*gcWork|\(\*sweepLocked|\(\*gcBits|\(\*spanSet|\(\*mspan)/) g = "garbage collection"
+      else if ($1 ~ /^runtime\.(malloc|nextFree|newobject|memclr|slicebytetostring|concatstring)/ || $1 ~ /writeHeapBits/) g = "allocation"
+      else if ($1 ~ /Header|byteReplacer|pdqsort|insertionSort|cmpbody|bufio|Iter|mapIter|putSlot|mapassign|mapaccess|getWithoutKey|TrimString|WriteHeader/) g = "header maps and their serialization (net/http, runtime maps)"
+      grp[g] += d; fn[$1] = d }
+    END {
+      print "by group (instructions per request, slidegate minus bare):"
+      for (k in grp) printf "  %8.0f  %s\n", grp[k], k | "sort -nr"
+      close("sort -nr")
+      print "largest functions:"
+      for (k in fn) if (fn[k] >= 150 || fn[k] <= -150) printf "  %8.0f  %s\n", fn[k], k | "sort -nr | head -25"
+    }'
