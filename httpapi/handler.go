@@ -243,12 +243,15 @@ type verdict struct {
 	deciding window.Decision
 	cached   bool
 	err      error
-	res      limiter.Result // the last limiter call's answer
+	// refundErr is a store error that kept the ip rules' count of a
+	// request the plan refused (too high, never too low); logged.
+	refundErr error
+	res       limiter.Result // the last limiter call's answer
 }
 
 // reset empties a recycled verdict; the decisions past n are never read.
 func (v *verdict) reset() {
-	v.n, v.deciding, v.cached, v.err = 0, window.Decision{}, false, nil
+	v.n, v.deciding, v.cached, v.err, v.refundErr = 0, window.Decision{}, false, nil, nil
 }
 
 func (v *verdict) add(res *limiter.Result) {
@@ -257,9 +260,14 @@ func (v *verdict) add(res *limiter.Result) {
 }
 
 // decide asks the limiter: ip rules on the IP identity first, then, if they
-// admit, the plan's rules on id. A request the ip rules deny is not counted
-// against the plan. The limiter calls are the only store access and share
-// one store_timeout budget. It fills v, which must be empty (reset).
+// admit, the plan's rules on id. A request refused is counted by no rule
+// (unless count_denied): the ip rules' denial is not counted against the
+// plan, and when the plan then refuses the request (a denial, or a store
+// error under on_store_error deny) the ip rules' count is taken back, so
+// that Retry-After, which the plan's rules set, is never earlier than the
+// ip rules would admit the request. Shadow mode changes what is answered,
+// not what is counted. The limiter calls are the only store access and
+// share one store_timeout budget. It fills v, which must be empty (reset).
 func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRules []limiter.Rule, id string, p *plan, cost int64, v *verdict) {
 	if !h.inMemory {
 		// A timer per request is a measurable share of the pre-filter's
@@ -284,10 +292,33 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 			return
 		}
 	}
+	ipAt, ipN := v.res.At, v.n
 	if v.err = h.check1(ctx, now, id, p.rules, cost, v); v.err != nil {
+		if ipN > 0 && h.deny {
+			v.refundErr = h.refundIP(ctx, ipAt, ipID, ipRules, cost, v)
+		}
 		return
 	}
 	v.deciding = window.Combine(v.ds[:v.n])
+	if ipN > 0 && !v.deciding.Allowed && !h.countDenied {
+		v.refundErr = h.refundIP(ctx, ipAt, ipID, ipRules, cost, v)
+	}
+}
+
+// refundIP takes back the ip rules' count of a request the plan refused
+// and rewrites their decisions (v.ds[:len(ipRules)]) as the state without
+// it, as the limiter reports a rule that admitted a request another rule
+// of the same check denied.
+func (h *Handler) refundIP(ctx context.Context, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) error {
+	if err := h.lim.Refund(ctx, at, ipID, ipRules, cost); err != nil {
+		return err
+	}
+	var res limiter.Result
+	if err := h.lim.PeekInto(ctx, at, ipID, ipRules, cost, &res); err != nil {
+		return err
+	}
+	copy(v.ds[:len(ipRules)], res.All())
+	return nil
 }
 
 // check1 is one limiter call: it appends the call's decisions to v and sets
@@ -338,6 +369,16 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) bool {
 	defer verdicts.Put(v)
 	v.reset()
 	h.decide(r.Context(), now, ipID, h.ipRules, id, p, cost, v)
+	if v.refundErr != nil {
+		h.log.WarnContext(r.Context(), "store error",
+			"error", strings.ReplaceAll(v.refundErr.Error(), ipID, redact(ipID)),
+			"timeout", errors.Is(v.refundErr, context.DeadlineExceeded),
+			"action", "kept the ip_limits count of a refused request",
+			"identity", redact(ipID),
+			"method", r.Method,
+			"path", r.URL.Path,
+		)
+	}
 	if v.err != nil {
 		return h.storeError(w, r, v.err, id, p)
 	}

@@ -473,8 +473,9 @@ func TestIPLimitsFirst(t *testing.T) {
 	if !strings.Contains(w.Body.String(), `"violated-policies":["ip-second"]`) {
 		t.Errorf("body %s", w.Body)
 	}
-	// A plan denial after the IP rule admitted (and counted): the IP rule's
-	// remaining shows the count.
+	// A plan denial after the IP rule admitted: the IP rule's count of the
+	// refused request is taken back, and its remaining and reset are those
+	// of the state without it.
 	// One request a second: the IP rule admits all four, the plan denies
 	// the fourth at t0+13s.
 	f2 := newFixture(t, cfg, nil)
@@ -488,7 +489,9 @@ func TestIPLimitsFirst(t *testing.T) {
 	}
 	// The day rule would admit but counts only the 3 admitted requests: its
 	// reset is when floor(3 × overlap) reaches 0 in the next day bucket.
-	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=0;t=88, "day";r=97;t=115188`)
+	// ip-second holds the previous second's request alone: 1 remaining,
+	// and floor(1 × overlap) is 0 a nanosecond into the second.
+	wantHeader(t, w, "RateLimit", `"ip-second";r=1;t=1, "minute";r=0;t=88, "day";r=97;t=115188`)
 	// Next second, another IP with the same key: the plan saw 2 requests.
 	f.clock.t = f.clock.t.Add(time.Second)
 	w = f.do(req{header: pro, remote: "198.51.100.3:1"})

@@ -127,8 +127,11 @@ func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
 	return client, true
 }
 
-func (h *Handler) trusted(a netip.Addr) bool {
-	for _, p := range h.proxies {
+func (h *Handler) trusted(a netip.Addr) bool { return contains(h.proxies, a) }
+
+// contains reports whether one of ps contains a.
+func contains(ps []netip.Prefix, a netip.Addr) bool {
+	for _, p := range ps {
 		if p.Contains(a) {
 			return true
 		}

@@ -6,7 +6,9 @@ import (
 	stdlog "log"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -18,7 +20,14 @@ import (
 // is a 502 problem+json (logged). The proxy's other complaints (a response
 // body cut short) go to log too, at level WARN, not to the standard
 // logger. A nil log discards them.
-func NewProxy(target *url.URL, log Logger) *httputil.ReverseProxy {
+//
+// trusted are the configuration's trusted_proxies (config.Identity's
+// Prefixes). From a socket peer among them, the X-Forwarded-For chain it
+// sent goes on to the origin with the peer appended, and its
+// X-Forwarded-Host and -Proto are kept (a balancer that ended TLS says
+// "https"). From any other peer those headers are the client's to forge,
+// and the origin gets the peer, the Host and the scheme slidegate saw.
+func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.ReverseProxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 1024
@@ -31,7 +40,19 @@ func NewProxy(target *url.URL, log Logger) *httputil.ReverseProxy {
 		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			peer, ok := parseAddr(pr.In.RemoteAddr)
+			fromProxy := ok && contains(trusted, peer)
+			if fromProxy {
+				pr.Out.Header["X-Forwarded-For"] = slices.Clone(pr.In.Header["X-Forwarded-For"])
+			}
 			pr.SetXForwarded()
+			if fromProxy {
+				for _, k := range [...]string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
+					if v := pr.In.Header[k]; len(v) > 0 {
+						pr.Out.Header[k] = slices.Clone(v)
+					}
+				}
+			}
 		},
 		Transport:  tr,
 		BufferPool: bufferPool{},

@@ -340,7 +340,7 @@ func TestEarlyHintsAreNotTheStatus(t *testing.T) {
 	}
 	ev := event(t, "functionurl-get.json")
 	ev.RequestContext.HTTP.SourceIP = "203.0.113.7"
-	res, err := Adapt(httpapi.NewProxy(u, slog.New(slog.DiscardHandler)))(context.Background(), ev)
+	res, err := Adapt(httpapi.NewProxy(u, slog.New(slog.DiscardHandler), nil))(context.Background(), ev)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func setup(ctx context.Context, getenv func(string) string) (http.Handler, error
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("%w, got %q", ErrOrigin, raw)
 		}
-		next = httpapi.NewProxy(u, log)
+		next = httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
 	}
 	table := getenv(EnvTable)
 	if table == "" {

@@ -8,11 +8,20 @@
 // On a plain store (Workers KV) the limiter reads, decides and records the
 // cost behind the decision.
 //
+// Local rules are decided first and counted at once, so that a flood is
+// stopped before it reaches the shared store; when a shared rule then
+// denies, their count is taken back. Meanwhile a concurrent request of the
+// same identity sees it and may be denied although it fits: a denial too
+// many in a narrow race, never an admission too many.
+//
 // A deny cache answers identities known to be blocked from memory until
 // their RetryAfter, without a store round trip: a blocked client hammering
 // the API costs no store requests (and a failed conditional write to
-// DynamoDB is billed too).
+// DynamoDB is billed too). It remembers only denials by shared rules: a
+// local rule is re-decided from memory at the cost of a cache lookup, and
+// its counts may hold a concurrent request's cost that is being taken back.
 //
 // The limiter reads no clock: every Check takes now. A clock that steps
-// backwards is held at the newest time seen.
+// backwards is held at the newest time seen, and RetryAfter and ResetAfter
+// then count from now, the step included.
 package limiter

@@ -55,8 +55,8 @@ type Options struct {
 	// cache off: every denied request must reach the store to be counted.
 	CountDenied bool
 	// DisableDenyCache makes every check reach the store. By default an
-	// identity known to be blocked is answered from memory until its
-	// RetryAfter.
+	// identity that shared rules found blocked is answered from memory
+	// until its RetryAfter.
 	DisableDenyCache bool
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
@@ -101,6 +101,11 @@ type Result struct {
 	N     int
 	// Cached reports that the deny cache answered without the store.
 	Cached bool
+	// At is the time the rules were decided at: the check's now, or the
+	// newest time the limiter had seen when the clock went backwards.
+	// RetryAfter and ResetAfter count from now all the same. Refund takes
+	// it to find the buckets the check counted in.
+	At time.Time
 }
 
 // All returns the per-rule decisions.
@@ -172,8 +177,8 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
 	if st := l.single(rules, cost); st != nil {
-		cached, err := l.one(ctx, st, now, id, rules, cost, &res.Decision)
-		res.Rules[0], res.N, res.Cached = res.Decision, 1, cached
+		cached, at, err := l.one(ctx, st, now, id, rules, cost, &res.Decision)
+		res.Rules[0], res.N, res.Cached, res.At = res.Decision, 1, cached, at
 		if err != nil {
 			res.N = 0
 		}
@@ -190,7 +195,7 @@ func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules
 // (some 660 bytes, a decision per rule) that Check has to zero and copy.
 func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (d window.Decision, err error) {
 	if st := l.single(rules, cost); st != nil {
-		_, err = l.one(ctx, st, now, id, rules, cost, &d)
+		_, _, err = l.one(ctx, st, now, id, rules, cost, &d)
 		return d, err
 	}
 	var res Result
@@ -225,6 +230,34 @@ func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules 
 	return l.check(ctx, now, id, rules, cost, false, res)
 }
 
+// Refund takes back a cost that CheckInto counted: the cost of an admitted
+// request (or, with CountDenied, of any request) that the caller then
+// decided not to serve on other rules, so that a request refused is
+// counted by no rule. at is the Result.At of that check, and id, rules and
+// cost are the ones it was given. A store error leaves the count in place
+// (too high, never too low) and is returned.
+func (l *Limiter) Refund(ctx context.Context, at time.Time, id string, rules []Rule, cost int64) error {
+	if cost <= 0 {
+		return nil
+	}
+	if len(rules) == 0 || len(rules) > MaxRules {
+		return ErrRules
+	}
+	for _, r := range rules {
+		if r.Limit <= 0 || r.Period <= 0 {
+			return fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
+		}
+	}
+	sc := l.pool.Get().(*scratch)
+	defer l.pool.Put(sc)
+	for _, local := range [2]bool{true, false} {
+		if err := l.addCur(ctx, at, id, rules, local, -cost, sc); err != nil {
+			return fmt.Errorf("limiter: refund: %w", err)
+		}
+	}
+	return nil
+}
+
 // check is CheckInto, counting only when write is set.
 func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, write bool, res *Result) error {
 	res.Decision, res.N, res.Cached = window.Decision{}, 0, false
@@ -242,11 +275,14 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		hasLocal = hasLocal || r.Local
 		hasShared = hasShared || !r.Local
 	}
-	now = l.clock(now)
-	res.N = len(rules)
+	// Decide at the limiter's time; the waits count from the caller's.
+	caller := now
+	now, _ = l.clock(now)
+	res.N, res.At = len(rules), now
 	if l.deny != nil && l.deny.any() {
 		if d, ok := l.deny.answer(id, now, rules, cost, res.Rules[:len(rules)]); ok {
 			res.Decision, res.Cached = d, true
+			res.since(caller)
 			return nil
 		}
 	}
@@ -288,10 +324,52 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		uncount(now, rules, cost, sc, res)
 	}
 	res.Decision = window.Combine(res.All())
-	if !res.Allowed && l.deny != nil {
+	if !res.Allowed && l.deny != nil && !localDenied(rules, res) {
 		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:])
 	}
+	res.since(caller)
 	return nil
+}
+
+// localDenied reports whether a local rule denied. Such a denial is not
+// remembered: re-deciding it costs what the deny cache would (the counts
+// are in memory), and its counts may hold a concurrent request's cost that
+// is about to be taken back (a request the local rules counted and a
+// shared rule then denied), which the cache would keep until RetryAfter.
+func localDenied(rules []Rule, res *Result) bool {
+	for i, r := range rules {
+		if r.Local && !res.Rules[i].Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// since makes the decisions count from the caller's now when the limiter
+// decided at a later time (res.At; the clock went backwards): a client
+// told to wait must wait out the step as well.
+func (r *Result) since(now time.Time) {
+	step := r.At.Sub(now)
+	if step <= 0 {
+		return
+	}
+	later(&r.Decision, step)
+	for i := range r.N {
+		later(&r.Rules[i], step)
+	}
+}
+
+// later adds step, when positive, to d's waits; zero stays zero, and
+// Never stays Never.
+func later(d *window.Decision, step time.Duration) {
+	if step <= 0 {
+		return
+	}
+	for _, w := range [2]*time.Duration{&d.RetryAfter, &d.ResetAfter} {
+		if *w > 0 {
+			*w = min(*w, window.Never-step) + step
+		}
+	}
 }
 
 // one decides the most common request, one rule on st, for which single
@@ -301,26 +379,32 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 // decision goes to *d: on amd64 a Decision and an error are more words
 // than Go returns in registers, and a result returned in memory is copied
 // again.
-func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) (cached bool, err error) {
-	now = l.clock(now)
+func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) (cached bool, at time.Time, err error) {
+	at, back := l.clock(now)
 	if l.deny != nil && l.deny.any() {
 		var out [1]window.Decision
-		if *d, cached = l.deny.answer(id, now, rules, cost, out[:]); cached {
-			return true, nil
+		if *d, cached = l.deny.answer(id, at, rules, cost, out[:]); cached {
+			if back {
+				later(d, at.Sub(now))
+			}
+			return true, at, nil
 		}
 	}
 	r := &rules[0]
-	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, r.At(now), cost)
+	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, r.At(at), cost)
 	if err != nil {
 		*d = window.Decision{}
-		return false, fmt.Errorf("limiter: update: %w", err)
+		return false, at, fmt.Errorf("limiter: update: %w", err)
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
-	r.DecideInto(d, now, prev, cur, cost)
-	if !d.Allowed && l.deny != nil {
-		l.deny.remember(id, now, rules, []int64{prev}, []int64{cur})
+	r.DecideInto(d, at, prev, cur, cost)
+	if !d.Allowed && l.deny != nil && !r.Local {
+		l.deny.remember(id, at, rules, []int64{prev}, []int64{cur})
 	}
-	return false, nil
+	if back {
+		later(d, at.Sub(now))
+	}
+	return false, at, nil
 }
 
 // group decides the rules of one scope against a store. When admit is false
@@ -412,9 +496,22 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 
 // undo takes back the cost a group added, after a later group denied.
 func (l *Limiter) undo(ctx context.Context, now time.Time, id string, rules []Rule, local bool, cost int64, sc *scratch) {
-	n := l.curSlots(now, rules, local, -cost, sc)
 	// The local store is in memory and cannot fail.
-	_ = l.local.Store.Add(ctx, id, sc.slots[:n], sc.costs[:n])
+	_ = l.addCur(ctx, now, id, rules, local, -cost, sc)
+}
+
+// addCur adds cost (negative: takes it back) to the current buckets at now
+// of the rules of one scope, in that scope's store.
+func (l *Limiter) addCur(ctx context.Context, now time.Time, id string, rules []Rule, local bool, cost int64, sc *scratch) error {
+	n := l.curSlots(now, rules, local, cost, sc)
+	if n == 0 {
+		return nil
+	}
+	store := l.shared.Store
+	if local {
+		store = l.local.Store
+	}
+	return store.Add(ctx, id, sc.slots[:n], sc.costs[:n])
 }
 
 // punish counts a denied request's cost in every rule (CountDenied) and
@@ -424,15 +521,7 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		if local && res.localKept(rules) {
 			continue // the local group's add was kept
 		}
-		n := l.curSlots(now, rules, local, cost, sc)
-		if n == 0 {
-			continue
-		}
-		store := l.shared.Store
-		if local {
-			store = l.local.Store
-		}
-		if err := store.Add(ctx, id, sc.slots[:n], sc.costs[:n]); err != nil {
+		if err := l.addCur(ctx, now, id, rules, local, cost, sc); err != nil {
 			return fmt.Errorf("limiter: count denied: %w", err)
 		}
 	}
@@ -488,17 +577,17 @@ func (l *Limiter) curSlots(now time.Time, rules []Rule, local bool, cost int64, 
 	return n
 }
 
-// clock returns now, or the newest time seen when the clock has gone
-// backwards: a step back must not reopen buckets that were already counted
-// past.
-func (l *Limiter) clock(now time.Time) time.Time {
+// clock returns now, or the newest time seen and true when the clock has
+// gone backwards: a step back must not reopen buckets that were already
+// counted past.
+func (l *Limiter) clock(now time.Time) (time.Time, bool) {
 	n := now.UnixNano()
 	last := l.latest.Load()
 	if n < last {
-		return time.Unix(0, last)
+		return time.Unix(0, last), true
 	}
 	if n > last+clockSlack {
 		l.latest.CompareAndSwap(last, n)
 	}
-	return now
+	return now, false
 }

@@ -705,3 +705,124 @@ func TestDenyCacheKeepsRuleSetsApart(t *testing.T) {
 		t.Errorf("store calls while both are blocked = %d, want 0", got)
 	}
 }
+
+// TestClockBackwardsWaitsCountFromNow: after the clock steps back, the
+// limiter decides at the newest time it has seen, and RetryAfter and
+// ResetAfter count from the caller's now: at now+RetryAfter the request is
+// admitted and a nanosecond earlier it is not, as at any other time.
+func TestClockBackwardsWaitsCountFromNow(t *testing.T) {
+	r := rule("minute", 5, time.Minute)
+	later := t0.Add(31 * time.Second) // 1 s into the next bucket
+	step := later.Sub(t0)
+	for _, denyCache := range []bool{false, true} {
+		// history: five requests at later, then one there to learn the
+		// waits, or one 31 s earlier.
+		twin := func() *Limiter {
+			l := New(Options{DisableDenyCache: !denyCache})
+			for range 5 {
+				if !check(t, l, later, "k", 1, r).Allowed {
+					t.Fatal("setup: a request was denied")
+				}
+			}
+			if denyCache {
+				check(t, l, later, "k", 1, r) // the denial the cache remembers
+			}
+			return l
+		}
+		there := check(t, twin(), later, "k", 1, r)
+		back := check(t, twin(), t0, "k", 1, r)
+		if back.Allowed || there.Allowed || back.Cached != denyCache {
+			t.Fatalf("deny cache %t: allowed %t and %t, cached %t; want two denials", denyCache, back.Allowed, there.Allowed, back.Cached)
+		}
+		if !back.At.Equal(later) {
+			t.Errorf("deny cache %t: At = %v, want the newest time seen, %v", denyCache, back.At, later)
+		}
+		if back.RetryAfter != there.RetryAfter+step || back.ResetAfter != there.ResetAfter+step {
+			t.Errorf("deny cache %t: from 31 s earlier RetryAfter %v, ResetAfter %v; want %v and %v",
+				denyCache, back.RetryAfter, back.ResetAfter, there.RetryAfter+step, there.ResetAfter+step)
+		}
+		if res := check(t, twin(), t0.Add(back.RetryAfter), "k", 1, r); !res.Allowed {
+			t.Errorf("deny cache %t: denied at now+RetryAfter", denyCache)
+		}
+		if res := check(t, twin(), t0.Add(back.RetryAfter-1), "k", 1, r); res.Allowed {
+			t.Errorf("deny cache %t: admitted 1 ns before now+RetryAfter", denyCache)
+		}
+		// The one-rule path of Decide answers the same.
+		if d, err := twin().Decide(ctx, t0, "k", []Rule{r}, 1); err != nil || d != back.Decision {
+			t.Errorf("deny cache %t: Decide = %+v, %v; want %+v", denyCache, d, err, back.Decision)
+		}
+	}
+}
+
+// TestRefund: Refund takes back exactly what a check counted, in each
+// scope's store, in the buckets of the check's At, also after the clock
+// went backwards across a boundary.
+func TestRefund(t *testing.T) {
+	shared, local := memstore.New(), memstore.New()
+	l := New(Options{Store: shared, Local: local})
+	loc := rule("flood", 10, time.Minute)
+	loc.Local = true
+	sh := rule("quota", 10, time.Minute)
+	later := t0.Add(31 * time.Second) // the next bucket
+	check(t, l, later, "k", 1, loc, sh)
+	res := check(t, l, t0, "k", 3, loc, sh) // clock back: counted at later
+	if !res.Allowed || !res.At.Equal(later) {
+		t.Fatalf("check = %+v at %v, want allowed at %v", res.Decision, res.At, later)
+	}
+	if err := l.Refund(ctx, res.At, "k", []Rule{loc, sh}, 3); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s kvstore.Store
+		r Rule
+	}{{local, loc}, {shared, sh}} {
+		if got := load(t, c.s, "k", c.r, later); got != 1 {
+			t.Errorf("%s: count %d after the refund, want 1", c.r.Name, got)
+		}
+		if got := load(t, c.s, "k", c.r, t0); got != 0 {
+			t.Errorf("%s: the earlier bucket holds %d, want 0", c.r.Name, got)
+		}
+	}
+	if err := l.Refund(ctx, later, "k", nil, 1); !errors.Is(err, ErrRules) {
+		t.Errorf("Refund with no rules: %v, want ErrRules", err)
+	}
+	boom := errors.New("boom")
+	failing := New(Options{Store: &counting{Conditional: memstore.New(), fail: boom}})
+	if err := failing.Refund(ctx, later, "k", []Rule{sh}, 1); !errors.Is(err, boom) {
+		t.Errorf("Refund on a failing store: %v, want wrapping boom", err)
+	}
+}
+
+// TestLocalDenialNotRemembered: a denial by a local rule is not kept in the
+// deny cache, whose counts could hold a concurrent request's charge that
+// is then taken back (here, with Refund): the next request is decided on
+// the counts as they are.
+func TestLocalDenialNotRemembered(t *testing.T) {
+	l := New(Options{})
+	loc := rule("flood", 2, time.Minute)
+	loc.Local = true
+	sh := rule("quota", 5, time.Minute)
+	for _, rules := range [][]Rule{{loc}, {loc, sh}} {
+		id := fmt.Sprint("k", len(rules))
+		a := check(t, l, t0, id, 2, rules...)
+		if !a.Allowed {
+			t.Fatal("setup: denied")
+		}
+		if b := check(t, l, t0, id, 1, rules...); b.Allowed || b.Rule != "flood" {
+			t.Fatalf("%d rules: %+v, want a denial by flood", len(rules), b.Decision)
+		}
+		if err := l.Refund(ctx, a.At, id, rules, 2); err != nil {
+			t.Fatal(err)
+		}
+		if c := check(t, l, t0, id, 1, rules...); !c.Allowed || c.Cached {
+			t.Errorf("%d rules: after the refund %+v (cached %t), want admitted by the store", len(rules), c.Decision, c.Cached)
+		}
+	}
+	// A shared rule's denial is remembered as before.
+	for range 6 {
+		check(t, l, t0, "s", 1, sh)
+	}
+	if res := check(t, l, t0, "s", 1, sh); res.Allowed || !res.Cached {
+		t.Errorf("shared denial: %+v cached %t, want a denial from the deny cache", res.Decision, res.Cached)
+	}
+}

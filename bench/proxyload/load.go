@@ -162,7 +162,7 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	target, _ := url.Parse(originURL)
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
-	bare, bareURL, err := listen("bare", httpapi.NewProxy(target, quiet))
+	bare, bareURL, err := listen("bare", httpapi.NewProxy(target, quiet, nil))
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -177,7 +177,7 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 		f.Close()
 		return nil, err
 	}
-	var next http.Handler = httpapi.NewProxy(target, quiet)
+	var next http.Handler = httpapi.NewProxy(target, quiet, nil)
 	if variant == "decision" {
 		px := next
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -193,9 +193,9 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	var front http.Handler = h
 	switch {
 	case aa:
-		front = httpapi.NewProxy(target, quiet)
+		front = httpapi.NewProxy(target, quiet, nil)
 	case variant == "headers":
-		front = staticHeaders(httpapi.NewProxy(target, quiet))
+		front = staticHeaders(httpapi.NewProxy(target, quiet, nil))
 	case variant != "" && variant != "decision":
 		f.Close()
 		return nil, fmt.Errorf("proxyload: unknown variant %q", variant)

@@ -169,7 +169,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%w: --origin %q: must be an http or https URL", errUsage, originURL)
 		}
-		next = httpapi.NewProxy(u, log)
+		next = httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Next: next, Logger: log})
 	if err != nil {

@@ -1,0 +1,145 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/config"
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// refundConfig: ip_limits 2 a minute per IP (scope as given), the free
+// plan 1 a second, so that the plan denies while the ip rule admits.
+func refundConfig(t *testing.T, scope string, edit func(m map[string]any)) *config.Config {
+	return testConfig(t, func(m map[string]any) {
+		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+			map[string]any{"name": "sec", "limit": 1, "window": "1s"}}}}
+		m["api_keys"], m["costs"] = map[string]any{}, []any{}
+		m["ip_limits"] = []any{map[string]any{"name": "ip-min", "limit": 2, "window": "1m", "scope": scope}}
+		if edit != nil {
+			edit(m)
+		}
+	})
+}
+
+// ipCount is the ip rule's count in the current minute.
+func ipCount(t *testing.T, s kvstore.Store, at time.Time) int64 {
+	t.Helper()
+	counts := make([]int64, 1)
+	slot := kvstore.Slot{Name: "ip-min", Bucket: window.Index(at, time.Minute), Length: time.Minute}
+	if err := s.Load(context.Background(), "ip:192.0.2.1", []kvstore.Slot{slot}, counts); err != nil {
+		t.Fatal(err)
+	}
+	return counts[0]
+}
+
+// TestRefusedRequestCountsNowhere: a request the plan denies after the ip
+// rules admitted it is taken back from the ip rules, so the client that
+// waits Retry-After is admitted by both; the headers show the ip rule
+// without it. count_denied keeps the count; shadow mode counts as if it
+// blocked.
+func TestRefusedRequestCountsNowhere(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		countDenied bool
+		shadow      bool
+		code        int    // of the plan-denied request
+		rateLimit   string // its RateLimit header
+		ipAfter     int64  // the ip rule's count after it
+		retryAdmits bool   // a request at now+Retry-After is admitted
+	}{
+		{"refunded", false, false, 429, `"ip-min";r=1;t=50, "sec";r=0;t=1`, 1, true},
+		{"shadow counts as if it blocked", false, true, 200, `"ip-min";r=1;t=50, "sec";r=0;t=1`, 1, true},
+		{"count_denied keeps it", true, false, 429, `"ip-min";r=0;t=80, "sec";r=0;t=2`, 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local := memstore.New()
+			cfg := refundConfig(t, "local", func(m map[string]any) {
+				m["count_denied"], m["shadow"] = tc.countDenied, tc.shadow
+			})
+			f := newFixture(t, cfg, func(o *Options) { o.Local = local })
+			if w := f.do(req{}); w.Code != 200 {
+				t.Fatalf("first request: %d", w.Code)
+			}
+			f.clock.t = f.clock.t.Add(100 * time.Millisecond)
+			w := f.do(req{})
+			if w.Code != tc.code {
+				t.Fatalf("second request in the second: %d, want %d", w.Code, tc.code)
+			}
+			wantHeader(t, w, "RateLimit", tc.rateLimit)
+			if got := ipCount(t, local, f.clock.t); got != tc.ipAfter {
+				t.Errorf("ip rule count %d, want %d", got, tc.ipAfter)
+			}
+			if tc.shadow {
+				return // no Retry-After to follow
+			}
+			ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+			if err != nil {
+				t.Fatalf("Retry-After %q: %v", w.Header().Get("Retry-After"), err)
+			}
+			f.clock.t = f.clock.t.Add(time.Duration(ra) * time.Second)
+			if w := f.do(req{}); (w.Code == 200) != tc.retryAdmits {
+				t.Errorf("at now+Retry-After (%d s): %d, want admitted %t (RateLimit %s)", ra, w.Code, tc.retryAdmits, w.Header().Get("RateLimit"))
+			}
+		})
+	}
+}
+
+// TestStoreErrorRefund: when the plan's store fails, on_store_error deny
+// refuses the request and takes back the ip rules' count; allow serves it
+// and keeps the count.
+func TestStoreErrorRefund(t *testing.T) {
+	for _, policy := range []string{"deny", "allow"} {
+		local := memstore.New()
+		cfg := refundConfig(t, "local", func(m map[string]any) { m["on_store_error"] = policy })
+		f := newFixture(t, cfg, func(o *Options) { o.Local, o.Store = local, &failStore{} })
+		for range 2 {
+			f.do(req{})
+		}
+		want := int64(0)
+		if policy == "allow" {
+			want = 2
+		}
+		if got := ipCount(t, local, f.clock.t); got != want {
+			t.Errorf("%s: ip rule count %d after two requests the store failed, want %d", policy, got, want)
+		}
+	}
+}
+
+// noRefund is a memory store whose taking back (a negative Add) fails.
+type noRefund struct{ *memstore.Store }
+
+func (s noRefund) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	for _, c := range costs {
+		if c < 0 {
+			return errors.New("noRefund: cannot take back for " + id)
+		}
+	}
+	return s.Store.Add(ctx, id, slots, costs)
+}
+
+// TestRefundErrorLogged: a refund the shared store refuses leaves the
+// count (too high, never too low), is logged as a store error, and does
+// not change the answer.
+func TestRefundErrorLogged(t *testing.T) {
+	shared := memstore.New()
+	f := newFixture(t, refundConfig(t, "shared", nil), func(o *Options) { o.Store = noRefund{shared} })
+	f.do(req{})
+	f.clock.t = f.clock.t.Add(100 * time.Millisecond)
+	if w := f.do(req{}); w.Code != 429 {
+		t.Fatalf("plan-denied request: %d, want 429", w.Code)
+	}
+	if got := ipCount(t, shared, f.clock.t); got != 2 {
+		t.Errorf("ip rule count %d after a failed refund, want 2 (kept)", got)
+	}
+	logs := f.logs.String()
+	if !strings.Contains(logs, `"msg":"store error"`) || !strings.Contains(logs, "kept the ip_limits count") {
+		t.Errorf("no store error line for the refund: %s", logs)
+	}
+}
