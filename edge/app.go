@@ -198,8 +198,10 @@ func (p *proxy) target(r *http.Request) *url.URL {
 		return &u
 	}
 	u.Scheme, u.Host, u.User = p.base.Scheme, p.base.Host, nil
+	// Join the escaped forms too: "/files/a%2Fb" must not reach the origin
+	// as "/files/a/b", another resource.
 	u.Path = strings.TrimSuffix(p.base.Path, "/") + r.URL.Path
-	u.RawPath = ""
+	u.RawPath = strings.TrimSuffix(p.base.EscapedPath(), "/") + r.URL.EscapedPath()
 	return &u
 }
 

@@ -118,6 +118,10 @@ func TestProxy(t *testing.T) {
 		{"absolute origin", "https://origin.example.com/base/", "https://worker.example.com/v1/items?q=1", "GET", "", "https://origin.example.com/base/v1/items?q=1", ""},
 		{"self", "self", "https://api.example.com/v1/items?q=1", "GET", "", "https://api.example.com/v1/items?q=1", ""},
 		{"post body", "http://127.0.0.1:9000", "https://w.example.com/v1/search", "POST", `{"q":"x"}`, "http://127.0.0.1:9000/v1/search", `{"q":"x"}`},
+		// An escaped slash is part of a segment: decoding it would name
+		// another resource.
+		{"escaped path", "https://origin.example.com/base%20dir/", "https://w.example.com/files/a%2Fb?x=1", "GET", "", "https://origin.example.com/base%20dir/files/a%2Fb?x=1", ""},
+		{"escaped path, self", "self", "https://api.example.com/files/a%2Fb", "GET", "", "https://api.example.com/files/a%2Fb", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

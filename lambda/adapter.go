@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -115,6 +116,9 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 		r.Header.Set("Cookie", strings.Join(ev.Cookies, "; "))
 	}
 	r.Host = host
+	// Function URLs and HTTP APIs take HTTPS only; without this the proxy
+	// would tell the origin X-Forwarded-Proto: http.
+	r.TLS = &tls.ConnectionState{}
 	r.ContentLength = int64(len(body))
 	r.RemoteAddr = net.JoinHostPort(ev.RequestContext.HTTP.SourceIP, "0")
 	r.RequestURI = r.URL.RequestURI()

@@ -356,3 +356,28 @@ func TestEarlyHintsAreNotTheStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyTellsOriginHTTPS: Function URLs and HTTP APIs take HTTPS only, so
+// the origin behind the proxy is told X-Forwarded-Proto: https.
+func TestProxyTellsOriginHTTPS(t *testing.T) {
+	var got http.Header
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Clone()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer origin.Close()
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Adapt(httpapi.NewProxy(u, nil, nil))(context.Background(), event(t, "functionurl-get.json"))
+	if err != nil || res.StatusCode != http.StatusNoContent {
+		t.Fatalf("Adapt = %d, %v; want 204, nil", res.StatusCode, err)
+	}
+	if p := got.Get("X-Forwarded-Proto"); p != "https" {
+		t.Errorf("origin saw X-Forwarded-Proto %q, want https", p)
+	}
+	if f := got.Get("X-Forwarded-For"); f != "203.0.113.7" {
+		t.Errorf("origin saw X-Forwarded-For %q, want the source IP 203.0.113.7", f)
+	}
+}
