@@ -199,9 +199,14 @@ func (p *proxy) target(r *http.Request) *url.URL {
 	}
 	u.Scheme, u.Host, u.User = p.base.Scheme, p.base.Host, nil
 	// Join the escaped forms too: "/files/a%2Fb" must not reach the origin
-	// as "/files/a/b", another resource.
-	u.Path = strings.TrimSuffix(p.base.Path, "/") + r.URL.Path
-	u.RawPath = strings.TrimSuffix(p.base.EscapedPath(), "/") + r.URL.EscapedPath()
+	// as "/files/a/b", another resource. The base loses a trailing slash,
+	// not a trailing "%2F".
+	base, raw := p.base.Path, p.base.EscapedPath()
+	if strings.HasSuffix(raw, "/") {
+		base, raw = strings.TrimSuffix(base, "/"), raw[:len(raw)-1]
+	}
+	u.Path = base + r.URL.Path
+	u.RawPath = raw + r.URL.EscapedPath()
 	return &u
 }
 

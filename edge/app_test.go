@@ -122,6 +122,7 @@ func TestProxy(t *testing.T) {
 		// another resource.
 		{"escaped path", "https://origin.example.com/base%20dir/", "https://w.example.com/files/a%2Fb?x=1", "GET", "", "https://origin.example.com/base%20dir/files/a%2Fb?x=1", ""},
 		{"escaped path, self", "self", "https://api.example.com/files/a%2Fb", "GET", "", "https://api.example.com/files/a%2Fb", ""},
+		{"base ending in an escaped slash", "https://origin.example.com/a%2F", "https://w.example.com/x%2Fy", "GET", "", "https://origin.example.com/a%2F/x%2Fy", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -243,15 +243,16 @@ type verdict struct {
 	deciding window.Decision
 	cached   bool
 	err      error
-	// refundErr is a store error that kept the ip rules' count of a
-	// request the plan refused (too high, never too low); logged.
-	refundErr error
-	res       limiter.Result // the last limiter call's answer
+	// ipErr is a store error while taking back or re-reading the ip
+	// rules' count of a request the plan refused: the count stays (too
+	// high, never too low); logged.
+	ipErr error
+	res   limiter.Result // the last limiter call's answer
 }
 
 // reset empties a recycled verdict; the decisions past n are never read.
 func (v *verdict) reset() {
-	v.n, v.deciding, v.cached, v.err, v.refundErr = 0, window.Decision{}, false, nil, nil
+	v.n, v.deciding, v.cached, v.err, v.ipErr = 0, window.Decision{}, false, nil, nil
 }
 
 func (v *verdict) add(res *limiter.Result) {
@@ -263,11 +264,12 @@ func (v *verdict) add(res *limiter.Result) {
 // admit, the plan's rules on id. A request refused is counted by no rule
 // (unless count_denied): the ip rules' denial is not counted against the
 // plan, and when the plan then refuses the request (a denial, or a store
-// error under on_store_error deny) the ip rules' count is taken back, so
-// that Retry-After, which the plan's rules set, is never earlier than the
-// ip rules would admit the request. Shadow mode changes what is answered,
-// not what is counted. The limiter calls are the only store access and
-// share one store_timeout budget. It fills v, which must be empty (reset).
+// error under on_store_error deny) the ip rules' count is taken back. With
+// count_denied it stays, and the ip rules are decided again on it. Either
+// way Retry-After is never earlier than the ip rules would admit the
+// request. Shadow mode changes what is answered, not what is counted. The
+// limiter calls are the only store access and share one store_timeout
+// budget. It fills v, which must be empty (reset).
 func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRules []limiter.Rule, id string, p *plan, cost int64, v *verdict) {
 	if !h.inMemory {
 		// A timer per request is a measurable share of the pre-filter's
@@ -294,30 +296,37 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	}
 	ipAt, ipN := v.res.At, v.n
 	if v.err = h.check1(ctx, now, id, p.rules, cost, v); v.err != nil {
-		if ipN > 0 && h.deny {
-			v.refundErr = h.refundIP(ctx, ipAt, ipID, ipRules, cost, v)
+		if ipN > 0 && h.deny && !h.countDenied {
+			v.ipErr = h.lim.Refund(ctx, ipAt, ipID, ipRules, cost)
 		}
 		return
 	}
 	v.deciding = window.Combine(v.ds[:v.n])
-	if ipN > 0 && !v.deciding.Allowed && !h.countDenied {
-		v.refundErr = h.refundIP(ctx, ipAt, ipID, ipRules, cost, v)
+	if ipN > 0 && !v.deciding.Allowed {
+		v.ipErr = h.settleIP(ctx, now, ipAt, ipID, ipRules, cost, v)
 	}
 }
 
-// refundIP takes back the ip rules' count of a request the plan refused
-// and rewrites their decisions (v.ds[:len(ipRules)]) as the state without
-// it, as the limiter reports a rule that admitted a request another rule
-// of the same check denied.
-func (h *Handler) refundIP(ctx context.Context, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) error {
-	if err := h.lim.Refund(ctx, at, ipID, ipRules, cost); err != nil {
-		return err
+// settleIP makes the ip rules' decisions (v.ds[:len(ipRules)]) those of a
+// request the plan denied. Without count_denied their count of it is taken
+// back (it was counted at at) and they report the state without it, as the
+// limiter reports a rule that admitted a request another rule of the same
+// check denied. With count_denied the count stays, and they decide the
+// request again on it, so that a retry that the ip rules would refuse is
+// not invited before they admit it. Either way they are decided at now,
+// like the plan's rules.
+func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) error {
+	if !h.countDenied {
+		if err := h.lim.Refund(ctx, at, ipID, ipRules, cost); err != nil {
+			return err
+		}
 	}
 	var res limiter.Result
-	if err := h.lim.PeekInto(ctx, at, ipID, ipRules, cost, &res); err != nil {
+	if err := h.lim.PeekInto(ctx, now, ipID, ipRules, cost, &res); err != nil {
 		return err
 	}
 	copy(v.ds[:len(ipRules)], res.All())
+	v.deciding = window.Combine(v.ds[:v.n])
 	return nil
 }
 
@@ -369,10 +378,10 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) bool {
 	defer verdicts.Put(v)
 	v.reset()
 	h.decide(r.Context(), now, ipID, h.ipRules, id, p, cost, v)
-	if v.refundErr != nil {
+	if v.ipErr != nil {
 		h.log.WarnContext(r.Context(), "store error",
-			"error", strings.ReplaceAll(v.refundErr.Error(), ipID, redact(ipID)),
-			"timeout", errors.Is(v.refundErr, context.DeadlineExceeded),
+			"error", strings.ReplaceAll(v.ipErr.Error(), ipID, redact(ipID)),
+			"timeout", errors.Is(v.ipErr, context.DeadlineExceeded),
 			"action", "kept the ip_limits count of a refused request",
 			"identity", redact(ipID),
 			"method", r.Method,

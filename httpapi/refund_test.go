@@ -56,7 +56,10 @@ func TestRefusedRequestCountsNowhere(t *testing.T) {
 	}{
 		{"refunded", false, false, 429, `"ip-min";r=1;t=50, "sec";r=0;t=1`, 1, true},
 		{"shadow counts as if it blocked", false, true, 200, `"ip-min";r=1;t=50, "sec";r=0;t=1`, 1, true},
-		{"count_denied keeps it", true, false, 429, `"ip-min";r=0;t=80, "sec";r=0;t=2`, 2, false},
+		// The ip rule keeps the count and decides the retry on it: it
+		// would deny now, so Retry-After waits for it (50 s), not only for
+		// the plan (2 s).
+		{"count_denied keeps it", true, false, 429, `"ip-min";r=0;t=80, "sec";r=0;t=2`, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			local := memstore.New()
@@ -141,5 +144,39 @@ func TestRefundErrorLogged(t *testing.T) {
 	logs := f.logs.String()
 	if !strings.Contains(logs, `"msg":"store error"`) || !strings.Contains(logs, "kept the ip_limits count") {
 		t.Errorf("no store error line for the refund: %s", logs)
+	}
+}
+
+// TestRefundAfterClockStepsBack: after the clock went back, the ip rule's
+// item, decided again after the refund, counts from the request's now as
+// the plan's does.
+func TestRefundAfterClockStepsBack(t *testing.T) {
+	resetOf := func(back time.Duration) (ip, plan string) {
+		f := newFixture(t, refundConfig(t, "local", nil), nil)
+		if w := f.do(req{}); w.Code != 200 {
+			t.Fatalf("first: %d", w.Code)
+		}
+		f.clock.t = f.clock.t.Add(-back)
+		w := f.do(req{})
+		if w.Code != 429 {
+			t.Fatalf("second: %d", w.Code)
+		}
+		items := strings.Split(w.Header().Get("RateLimit"), ", ")
+		if len(items) != 2 {
+			t.Fatalf("RateLimit %q", w.Header().Get("RateLimit"))
+		}
+		return items[0], items[1]
+	}
+	ip0, plan0 := resetOf(0)
+	ip20, plan20 := resetOf(20 * time.Second)
+	secs := func(item string) int {
+		n, err := strconv.Atoi(item[strings.LastIndex(item, "=")+1:])
+		if err != nil {
+			t.Fatalf("item %q: %v", item, err)
+		}
+		return n
+	}
+	if secs(ip20)-secs(ip0) != 20 || secs(plan20)-secs(plan0) != 20 {
+		t.Errorf("20 s back: %s, %s; without the step %s, %s; want both resets 20 s later", ip20, plan20, ip0, plan0)
 	}
 }

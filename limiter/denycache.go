@@ -110,6 +110,21 @@ func (sh *denyShard) find(id string, rules []Rule) *denial {
 	return nil
 }
 
+// forget drops what the cache remembers of id under rules: a cost taken
+// back (Limiter.Refund) may have been what the remembered denial was
+// decided on.
+func (c *denyCache) forget(id string, rules []Rule) {
+	sh := c.shard(id)
+	if sh.n.Load() == 0 {
+		return
+	}
+	sh.mu.Lock()
+	if d := sh.find(id, rules); d != nil {
+		c.unlink(sh, id, d)
+	}
+	sh.mu.Unlock()
+}
+
 // unlink removes d from id's chain, and id when the chain is empty.
 func (c *denyCache) unlink(sh *denyShard, id string, d *denial) {
 	head := sh.m[id]

@@ -20,6 +20,7 @@
 // DynamoDB is billed too). It remembers only denials by shared rules: a
 // local rule is re-decided from memory at the cost of a cache lookup, and
 // its counts may hold a concurrent request's cost that is being taken back.
+// Refund forgets the identity's denial under the rules it takes back from.
 //
 // The limiter reads no clock: every Check takes now. A clock that steps
 // backwards is held at the newest time seen, and RetryAfter and ResetAfter

@@ -234,7 +234,9 @@ func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules 
 // request (or, with CountDenied, of any request) that the caller then
 // decided not to serve on other rules, so that a request refused is
 // counted by no rule. at is the Result.At of that check, and id, rules and
-// cost are the ones it was given. A store error leaves the count in place
+// cost are the ones it was given. A denial of id under these rules that the
+// deny cache remembers is dropped: a concurrent request may have been
+// denied on the count taken back. A store error leaves the count in place
 // (too high, never too low) and is returned.
 func (l *Limiter) Refund(ctx context.Context, at time.Time, id string, rules []Rule, cost int64) error {
 	if cost <= 0 {
@@ -254,6 +256,9 @@ func (l *Limiter) Refund(ctx context.Context, at time.Time, id string, rules []R
 		if err := l.addCur(ctx, at, id, rules, local, -cost, sc); err != nil {
 			return fmt.Errorf("limiter: refund: %w", err)
 		}
+	}
+	if l.deny != nil {
+		l.deny.forget(id, rules)
 	}
 	return nil
 }

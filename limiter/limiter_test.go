@@ -826,3 +826,26 @@ func TestLocalDenialNotRemembered(t *testing.T) {
 		t.Errorf("shared denial: %+v cached %t, want a denial from the deny cache", res.Decision, res.Cached)
 	}
 }
+
+// TestRefundForgetsDenial: a denial the deny cache remembers may have been
+// decided on a count that Refund then takes back (a concurrent request's
+// charge): Refund drops it, and the next check is decided on the store.
+func TestRefundForgetsDenial(t *testing.T) {
+	l := New(Options{})
+	sh := rule("ip-min", 2, time.Hour)
+	check(t, l, t0, "ip", 1, sh)
+	a := check(t, l, t0, "ip", 1, sh) // 2 of 2, to be refused elsewhere
+	b := check(t, l, t0, "ip", 1, sh) // denied on a's charge, remembered
+	if !a.Allowed || b.Allowed {
+		t.Fatalf("setup: a allowed %t, b allowed %t", a.Allowed, b.Allowed)
+	}
+	if res := check(t, l, t0, "ip", 1, sh); !res.Cached {
+		t.Fatal("setup: the denial was not remembered")
+	}
+	if err := l.Refund(ctx, a.At, "ip", []Rule{sh}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if c := check(t, l, t0.Add(time.Second), "ip", 1, sh); !c.Allowed || c.Cached {
+		t.Errorf("after the refund, 1 of 2 used: %+v (cached %t), want admitted by the store", c.Decision, c.Cached)
+	}
+}

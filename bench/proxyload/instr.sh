@@ -27,7 +27,9 @@ n=${1:-4000} conns=${2:-4}
 command -v valgrind >/dev/null || { echo "instr: needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 out=$(mktemp -d)
 pids=()
-trap 'kill "${pids[@]}" 2>/dev/null || true; rm -rf "$out"' EXIT
+# Every server's pid goes to $out/servers: a run that fails (or the script
+# stopped) leaves none behind.
+trap 'set +e; kill "${pids[@]}" $(cat "$out/servers" 2>/dev/null) 2>/dev/null; rm -rf "$out"' EXIT
 go build -o "$out/proxyload" ./proxyload
 flags=()
 [[ -n ${VARIANT:-} ]] && flags+=(-variant "$VARIANT")
@@ -41,6 +43,8 @@ run() {
   GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$d/cg" \
     "$out/proxyload" "${flags[@]}" -serve 10m > "$d/urls" 2> "$d/vg" &
   local vp=$!
+  echo "$vp" >> "$out/servers"
+  trap 'kill -TERM '"$vp"' 2>/dev/null || true' EXIT
   for i in $(seq 600); do
     grep -q slidegate "$d/urls" 2>/dev/null && break
     kill -0 "$vp" 2>/dev/null || { echo "instr: the servers exited" >&2; cat "$d/vg" >&2; return 1; }

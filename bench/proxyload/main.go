@@ -129,11 +129,14 @@ func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) erro
 // request this way) and fails unless every one was answered 200.
 func driveOnly(o options, base string) error {
 	keys := loadKeys(o.keys)
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns:        o.conc,
-		MaxIdleConnsPerHost: o.conc,
-		DisableCompression:  true,
-	}}
+	client := &http.Client{
+		Transport: &http.Transport{
+			MaxIdleConns:        o.conc,
+			MaxIdleConnsPerHost: o.conc,
+			DisableCompression:  true,
+		},
+		Timeout: time.Minute, // a hung server fails the run rather than holding it
+	}
 	defer client.CloseIdleConnections()
 	o.phase = 10 * time.Minute // bounded by o.maxReq
 	var s stats
