@@ -520,7 +520,11 @@ func (l *Limiter) addCur(ctx context.Context, now time.Time, id string, rules []
 }
 
 // punish counts a denied request's cost in every rule (CountDenied) and
-// re-decides the denied rules on the counts that include it.
+// re-decides the rules on the counts that include it: a denied rule's
+// estimate and waits now count the request, and a rule that admitted it
+// (it counted the cost already as admitted) must also have room for the
+// retry, or it denies too, with the wait for that room. So the deciding
+// RetryAfter is the moment every rule admits the retry.
 func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, sc *scratch, res *Result) error {
 	for _, local := range [2]bool{true, false} {
 		if local && res.localKept(rules) {
@@ -531,13 +535,17 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		}
 	}
 	for i, r := range rules {
-		if d := &res.Rules[i]; !d.Allowed {
-			cur := sc.cur[i] + cost
-			d.Used = r.Estimate(now, sc.prev[i], cur)
-			d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+		d, cur := &res.Rules[i], sc.cur[i]+cost
+		if d.Allowed {
+			// Used, Remaining and ResetAfter already count the cost.
 			d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
-			d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
+			d.Allowed = d.RetryAfter == 0
+			continue
 		}
+		d.Used = r.Estimate(now, sc.prev[i], cur)
+		d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+		d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
+		d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
 	}
 	return nil
 }

@@ -849,3 +849,37 @@ func TestRefundForgetsDenial(t *testing.T) {
 		t.Errorf("after the refund, 1 of 2 used: %+v (cached %t), want admitted by the store", c.Decision, c.Cached)
 	}
 }
+
+// TestCountDeniedRetryWaitsForEveryRule: with CountDenied a refused request
+// is counted by every rule, so a rule that admitted it may have no room
+// left for the retry: it then denies too, and RetryAfter waits for it.
+func TestCountDeniedRetryWaitsForEveryRule(t *testing.T) {
+	minute, hour := rule("minute", 3, time.Minute), rule("hour", 4, time.Hour)
+	now := t0.Add(31 * time.Minute) // 12:30:30: the hour rolls over in 29.5 min
+	history := func() *Limiter {
+		l := New(Options{CountDenied: true})
+		for range 3 {
+			check(t, l, now, "k", 1, minute, hour) // minute full, hour 3 of 4
+		}
+		return l
+	}
+	res := check(t, history(), now, "k", 1, minute, hour) // denied by minute, counted by both: hour 4 of 4
+	if res.Allowed || res.Rules[1].Allowed || res.Rule != "hour" {
+		t.Fatalf("got %+v, hour %+v; want a denial decided by hour, which has no room for the retry", res.Decision, res.Rules[1])
+	}
+	if res.Rules[1].Remaining != 0 || res.Rules[1].RetryAfter <= res.Rules[0].RetryAfter {
+		t.Errorf("hour %+v, minute %+v: want hour empty and waiting longer", res.Rules[1], res.Rules[0])
+	}
+	// The retry: a twin that saw the same four requests admits it at
+	// now+RetryAfter and not a nanosecond earlier.
+	for _, c := range []struct {
+		at   time.Time
+		want bool
+	}{{now.Add(res.RetryAfter), true}, {now.Add(res.RetryAfter - 1), false}} {
+		l := history()
+		check(t, l, now, "k", 1, minute, hour)
+		if got := check(t, l, c.at, "k", 1, minute, hour).Allowed; got != c.want {
+			t.Errorf("retry at now+%v: allowed %t, want %t", c.at.Sub(now), got, c.want)
+		}
+	}
+}
