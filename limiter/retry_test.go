@@ -15,7 +15,8 @@ import (
 // sequential traffic, for every way the limiter can be set up: one to
 // three rules of mixed scopes and periods, the deny cache on and off,
 // CountDenied on and off, the memory store through its one-rule path,
-// through an Admitter, and as a plain store (Workers KV's shape), with the
+// through an Admitter, through AddIf alone (DynamoDB's shape), and as a
+// plain store (Workers KV's shape), with the
 // clock stepping back now and then. At
 // now+RetryAfter the same request, with nothing else in between, is
 // admitted; a nanosecond earlier it is not. Each probe replays the history
@@ -25,6 +26,8 @@ func TestRetryAfterExactAcrossRules(t *testing.T) {
 		"memstore": func() kvstore.Store { return memstore.New() },
 		"updater":  func() kvstore.Store { return updater{memstore.New()} },
 		"plain":    func() kvstore.Store { return plain{memstore.New()} },
+		// AddIf without Update: DynamoDB's shape.
+		"conditional": func() kvstore.Store { return conditional{memstore.New()} },
 	}
 	periods := []time.Duration{time.Second, 10 * time.Second, time.Minute, time.Hour}
 	probes := 0
@@ -84,3 +87,7 @@ func TestRetryAfterExactAcrossRules(t *testing.T) {
 		t.Errorf("only %d denials checked: the traffic is too light to test anything", probes)
 	}
 }
+
+// conditional hides Update and UpdateRule: the limiter loads, decides and
+// writes with AddIf, as on DynamoDB.
+type conditional struct{ kvstore.Conditional }
