@@ -16,11 +16,10 @@ import (
 // three rules of mixed scopes and periods, the deny cache on and off,
 // CountDenied on and off, the memory store through its one-rule path,
 // through an Admitter, through AddIf alone (DynamoDB's shape), and as a
-// plain store (Workers KV's shape), with the
-// clock stepping back now and then. At
-// now+RetryAfter the same request, with nothing else in between, is
-// admitted; a nanosecond earlier it is not. Each probe replays the history
-// into a fresh limiter.
+// plain store (Workers KV's shape), with the clock stepping back now and
+// then. At now+RetryAfter the same request, with nothing else in between,
+// is admitted; a nanosecond earlier it is not. Each probe replays the
+// history into a fresh limiter.
 func TestRetryAfterExactAcrossRules(t *testing.T) {
 	stores := map[string]func() kvstore.Store{
 		"memstore": func() kvstore.Store { return memstore.New() },
