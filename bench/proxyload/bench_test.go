@@ -12,7 +12,7 @@ import (
 // from parallel clients; the difference of the two ns/op is what the
 // pre-filter costs per request on this machine, client included.
 func BenchmarkFrontEnds(b *testing.B) {
-	f, err := setup(1000, false, "")
+	f, err := setup(options{keys: 1000})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -46,7 +46,7 @@ run() {
   echo "$vp" >> "$out/servers"
   trap 'kill -TERM '"$vp"' 2>/dev/null || true' EXIT
   for i in $(seq 600); do
-    grep -q slidegate "$d/urls" 2>/dev/null && break
+    grep -q '^ready' "$d/urls" 2>/dev/null && break
     kill -0 "$vp" 2>/dev/null || { echo "instr: the servers exited" >&2; cat "$d/vg" >&2; return 1; }
     (( i < 600 )) || { echo "instr: the servers did not start in 60 s" >&2; return 1; }
     sleep 0.1

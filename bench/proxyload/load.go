@@ -36,6 +36,11 @@ type options struct {
 	// decision), "decision" (the whole decision, headers removed before
 	// the proxy writes the response).
 	variant string
+	// only, with -serve, starts one front end ("bare" or "slidegate")
+	// instead of both, so that a process measured as the bare proxy holds
+	// no filled memory store for its collector to mark (pair.sh
+	// SEPARATE=1).
+	only string
 	// profileDir, when set, receives a CPU profile of every measured
 	// phase, named <front end>.<round>.<requests>.pprof, so that the two
 	// front ends compare per request with the GC and the runtime included.
@@ -147,7 +152,11 @@ func (f *fronts) Close() {
 	}
 }
 
-func setup(nkeys int, aa bool, variant string) (*fronts, error) {
+func setup(o options) (*fronts, error) {
+	nkeys, aa, variant := o.keys, o.aa, o.variant
+	if o.only != "" && o.only != "bare" && o.only != "slidegate" {
+		return nil, fmt.Errorf("proxyload: -only %q: want bare or slidegate", o.only)
+	}
 	f := &fronts{}
 	body := []byte("ok\n")
 	origin, originURL, err := listen("origin", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -162,13 +171,18 @@ func setup(nkeys int, aa bool, variant string) (*fronts, error) {
 	target, _ := url.Parse(originURL)
 	quiet := slog.New(slog.NewJSONHandler(io.Discard, nil))
 
-	bare, bareURL, err := listen("bare", httpapi.NewProxy(target, quiet, nil))
-	if err != nil {
-		f.Close()
-		return nil, err
+	if o.only != "slidegate" {
+		bare, bareURL, err := listen("bare", httpapi.NewProxy(target, quiet, nil))
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.servers = append(f.servers, bare)
+		f.bare = bareURL
 	}
-	f.servers = append(f.servers, bare)
-	f.bare = bareURL
+	if o.only == "bare" {
+		return f, nil
+	}
 
 	keys := loadKeys(nkeys)
 	f.keys = keys
@@ -214,7 +228,10 @@ func measure(ctx context.Context, o options) (*report, error) {
 	if o.conc < 1 || o.rounds < 1 || o.phase <= 0 || o.maxReq < 1 {
 		return nil, errors.New("proxyload: -c, -rounds, -d and -n must be positive")
 	}
-	f, err := setup(o.keys, o.aa, o.variant)
+	if o.only != "" {
+		return nil, errors.New("proxyload: -only goes with -serve")
+	}
+	f, err := setup(o)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func TestMedian(t *testing.T) {
 // TestDriveOnly: -drive sends exactly -n requests and fails when a front
 // end answers anything but 200 (here an origin that rate-limits).
 func TestDriveOnly(t *testing.T) {
-	f, err := setup(10, false, "")
+	f, err := setup(options{keys: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

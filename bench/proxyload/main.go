@@ -36,6 +36,7 @@ func main() {
 	flag.IntVar(&o.keys, "keys", 1000, "distinct API keys the load uses (0: anonymous clients)")
 	flag.BoolVar(&o.aa, "aa", false, "A/A run: a second bare proxy instead of slidegate (the noise floor)")
 	flag.StringVar(&o.variant, "variant", "", "split the cost: headers (fixed headers, no decision) or decision (headers dropped)")
+	flag.StringVar(&o.only, "only", "", "with -serve: start only the `FRONT` end bare or slidegate (and the origin)")
 	serveFor := flag.Duration("serve", 0, "only start the servers, print their URLs, and stop after this long (for wrk)")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to `FILE`")
 	flag.StringVar(&o.profileDir, "phaseprofile", "", "write a CPU profile of every measured phase into `DIR` (not with -cpuprofile)")
@@ -91,7 +92,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // them up for d (bounded, so a forgotten run ends by itself) or until
 // SIGINT or SIGTERM. -aa and -variant apply as in a measured run.
 func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) error {
-	f, err := setup(o.keys, o.aa, o.variant)
+	f, err := setup(o)
 	if err != nil {
 		return err
 	}
@@ -112,7 +113,14 @@ func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) erro
 		defer srv.Close()
 		fmt.Fprintf(out, "pprof http://%s/debug/pprof/\n", ln.Addr())
 	}
-	fmt.Fprintf(out, "origin %s\nbare %s\nslidegate %s\n", f.origin, f.bare, f.filtered)
+	fmt.Fprintf(out, "origin %s\n", f.origin)
+	if f.bare != "" {
+		fmt.Fprintf(out, "bare %s\n", f.bare)
+	}
+	if f.filtered != "" {
+		fmt.Fprintf(out, "slidegate %s\n", f.filtered)
+	}
+	fmt.Fprintln(out, "ready")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	t := time.NewTimer(d)

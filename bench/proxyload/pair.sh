@@ -15,25 +15,49 @@
 #   bench/proxyload/pair.sh [ROUNDS] [DURATION] [CONNECTIONS]
 # AA=1 puts a second bare proxy where slidegate would be (the method's
 # noise floor); VARIANT=headers|decision splits slidegate's cost as in
-# wrk.sh.
+# wrk.sh. SEPARATE=1 runs each front end in processes of its own (four:
+# two bare, two slidegate; a round loads one of each), so that the bare
+# proxy's process holds no filled memory store for its garbage collector
+# to mark: with both front ends in one process, the collector marks the
+# store while the bare proxy is measured too. SLIDEGATE_GOGC=N sets GOGC
+# for the slidegate processes alone (with SEPARATE=1), to see what the
+# collector's share is; it is not a fair comparison (the bare proxy would
+# gain from the same setting).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-8} dur=${2:-2} conns=${3:-32}
 out=$(mktemp -d)
-p1='' p2='' wa='' wb=''
-trap 'kill $p1 $p2 $wa $wb 2>/dev/null || true; rm -rf "$out"' EXIT
+procs=() wa='' wb=''
+trap 'kill "${procs[@]}" $wa $wb 2>/dev/null || true; rm -rf "$out"' EXIT
 go build -o "$out/proxyload" ./proxyload
 flags=()
 [[ -n ${VARIANT:-} ]] && flags+=(-variant "$VARIANT")
 [[ ${AA:-} == 1 ]] && flags+=(-aa)
 life=$(( rounds * (dur + 1) + 15 ))s
-env GOMAXPROCS=1 taskset -c 1 "$out/proxyload" "${flags[@]}" -serve "$life" > "$out/urls.1" &
-p1=$!
-env GOMAXPROCS=1 taskset -c 1 "$out/proxyload" "${flags[@]}" -serve "$life" > "$out/urls.2" &
-p2=$!
+# start K [-only FRONT]: server process K, its URLs in $out/urls.K.
+start() {
+  local k=$1; shift
+  local genv=()
+  [[ ${2:-} == slidegate && -n ${SLIDEGATE_GOGC:-} ]] && genv=("GOGC=$SLIDEGATE_GOGC")
+  env GOMAXPROCS=1 "${genv[@]}" taskset -c 1 "$out/proxyload" "${flags[@]}" "$@" -serve "$life" > "$out/urls.$k" &
+  procs[k]=$!
+}
+# bp[r] and sp[r]: the processes (by K) whose bare proxy and slidegate
+# round r (1: odd, 2: even) loads.
+if [[ ${SEPARATE:-} == 1 ]]; then
+  start 1 -only bare; start 2 -only slidegate; start 3 -only slidegate; start 4 -only bare
+  bp=('' 1 4) sp=('' 2 3)
+else
+  start 1; start 2
+  bp=('' 1 2) sp=('' 2 1)
+fi
 for i in $(seq 100); do
-  grep -q slidegate "$out/urls.1" 2>/dev/null && grep -q slidegate "$out/urls.2" 2>/dev/null && break
-  kill -0 "$p1" 2>/dev/null && kill -0 "$p2" 2>/dev/null || { echo "pair: a server process exited" >&2; exit 1; }
+  up=1
+  for k in "${!procs[@]}"; do
+    grep -q '^ready' "$out/urls.$k" 2>/dev/null || up=0
+    kill -0 "${procs[k]}" 2>/dev/null || { echo "pair: a server process exited" >&2; exit 1; }
+  done
+  (( up )) && break
   (( i < 100 )) || { echo "pair: the servers did not start in 10 s" >&2; exit 1; }
   sleep 0.1
 done
@@ -56,12 +80,12 @@ both() {
   fi
 }
 for n in 1 2; do
-  both 1s "$(url bare $n)" "$(url slidegate $(( 3 - n )))"
+  both 1s "$(url bare "${bp[n]}")" "$(url slidegate "${sp[n]}")"
 done
-echo "pair: $rounds rounds x ${dur}s, $conns connections per front end, both at once; variant ${VARIANT:-none}, A/A ${AA:-0}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "pair: $rounds rounds x ${dur}s, $conns connections per front end, both at once; variant ${VARIANT:-none}, A/A ${AA:-0}, separate ${SEPARATE:-0}, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for r in $(seq 1 "$rounds"); do
-  pa=$p1 na=1 pb=$p2 nb=2
-  if (( r % 2 == 0 )); then pa=$p2 na=2 pb=$p1 nb=1; fi
+  na=${bp[2 - r % 2]} nb=${sp[2 - r % 2]}
+  pa=${procs[na]} pb=${procs[nb]}
   a0=$(cpu $pa) b0=$(cpu $pb)
   both "${dur}s" "$(url bare $na)" "$(url slidegate $nb)"
   a1=$(cpu $pa) b1=$(cpu $pb)

@@ -25,7 +25,7 @@ flags=()
 "${serve[@]}" "$out/proxyload" "${flags[@]}" -serve $(( rounds * 2 * (dur + 1) + 10 ))s > "$out/urls" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; rm -rf "$out"' EXIT
-until grep -q slidegate "$out/urls" 2>/dev/null; do sleep 0.1; done
+until grep -q '^ready' "$out/urls" 2>/dev/null; do sleep 0.1; done
 bare=$(awk '$1=="bare"{print $2}' "$out/urls")
 sg=$(awk '$1=="slidegate"{print $2}' "$out/urls")
 hz=$(getconf CLK_TCK)
