@@ -74,6 +74,7 @@ func TestRetryAfterIsHonest(t *testing.T) {
 			}
 			probes += checked
 		}
+		t.Logf("count_denied %t: %d 429s checked", countDenied, probes)
 		if probes < 100 {
 			t.Errorf("count_denied %t: only %d 429s checked; the traffic is too light to test anything", countDenied, probes)
 		}
