@@ -321,11 +321,11 @@ func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, 
 			return err
 		}
 	}
-	var res limiter.Result
-	if err := h.lim.PeekInto(ctx, now, ipID, ipRules, cost, &res); err != nil {
+	// v.res, the plan's answer, is in v.ds already.
+	if err := h.lim.PeekInto(ctx, now, ipID, ipRules, cost, &v.res); err != nil {
 		return err
 	}
-	copy(v.ds[:len(ipRules)], res.All())
+	copy(v.ds[:len(ipRules)], v.res.All())
 	v.deciding = window.Combine(v.ds[:v.n])
 	return nil
 }
