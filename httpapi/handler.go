@@ -379,14 +379,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) bool {
 	v.reset()
 	h.decide(r.Context(), now, ipID, h.ipRules, id, p, cost, v)
 	if v.ipErr != nil {
-		h.log.WarnContext(r.Context(), "store error",
-			"error", strings.ReplaceAll(v.ipErr.Error(), ipID, redact(ipID)),
-			"timeout", errors.Is(v.ipErr, context.DeadlineExceeded),
-			"action", "kept the ip_limits count of a refused request",
-			"identity", redact(ipID),
-			"method", r.Method,
-			"path", r.URL.Path,
-		)
+		h.logStoreError(r, v.ipErr, "kept the ip_limits count of a refused request", ipID, p)
 	}
 	if v.err != nil {
 		return h.storeError(w, r, v.err, id, p)
@@ -415,18 +408,7 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 	if deny {
 		action = "deny"
 	}
-	// Backend errors may quote the identity; the full hash stays out of
-	// logs like the key itself.
-	msg := strings.ReplaceAll(err.Error(), id, redact(id))
-	h.log.WarnContext(r.Context(), "store error",
-		"error", msg,
-		"timeout", errors.Is(err, context.DeadlineExceeded),
-		"action", action,
-		"identity", redact(id),
-		"plan", p.name,
-		"method", r.Method,
-		"path", r.URL.Path,
-	)
+	h.logStoreError(r, err, action, id, p)
 	if deny {
 		w.Header().Set(StoreHeader, StoreErrorDenied)
 		writeProblem(w, http.StatusServiceUnavailable, "the rate-limit store is unavailable and on_store_error is deny", nil)
@@ -434,6 +416,21 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 	}
 	w.Header().Set(StoreHeader, StoreErrorAllowed)
 	return true
+}
+
+// logStoreError writes the WARN line of a store error: what it did about
+// it (action) and for whom. Backend errors may quote the identity; the
+// full hash stays out of logs like the key itself.
+func (h *Handler) logStoreError(r *http.Request, err error, action, id string, p *plan) {
+	h.log.WarnContext(r.Context(), "store error",
+		"error", strings.ReplaceAll(err.Error(), id, redact(id)),
+		"timeout", errors.Is(err, context.DeadlineExceeded),
+		"action", action,
+		"identity", redact(id),
+		"plan", p.name,
+		"method", r.Method,
+		"path", r.URL.Path,
+	)
 }
 
 func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *verdict) {

@@ -40,8 +40,11 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			peer, ok := parseAddr(pr.In.RemoteAddr)
-			fromProxy := ok && contains(trusted, peer)
+			fromProxy := false
+			if len(trusted) > 0 { // no address to parse otherwise
+				peer, ok := parseAddr(pr.In.RemoteAddr)
+				fromProxy = ok && contains(trusted, peer)
+			}
 			if fromProxy {
 				pr.Out.Header["X-Forwarded-For"] = slices.Clone(pr.In.Header["X-Forwarded-For"])
 			}

@@ -242,13 +242,8 @@ func (l *Limiter) Refund(ctx context.Context, at time.Time, id string, rules []R
 	if cost <= 0 {
 		return nil
 	}
-	if len(rules) == 0 || len(rules) > MaxRules {
-		return ErrRules
-	}
-	for _, r := range rules {
-		if r.Limit <= 0 || r.Period <= 0 {
-			return fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
-		}
+	if err := validRules(rules); err != nil {
+		return err
 	}
 	sc := l.pool.Get().(*scratch)
 	defer l.pool.Put(sc)
@@ -266,17 +261,14 @@ func (l *Limiter) Refund(ctx context.Context, at time.Time, id string, rules []R
 // check is CheckInto, counting only when write is set.
 func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, write bool, res *Result) error {
 	res.Decision, res.N, res.Cached = window.Decision{}, 0, false
-	if len(rules) == 0 || len(rules) > MaxRules {
-		return ErrRules
+	if err := validRules(rules); err != nil {
+		return err
 	}
 	if cost < 0 {
 		return ErrCost
 	}
 	hasLocal, hasShared := false, false
 	for _, r := range rules {
-		if r.Limit <= 0 || r.Period <= 0 {
-			return fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
-		}
 		hasLocal = hasLocal || r.Local
 		hasShared = hasShared || !r.Local
 	}
@@ -333,6 +325,20 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:])
 	}
 	res.since(caller)
+	return nil
+}
+
+// validRules reports whether rules can be decided: 1 to MaxRules of them,
+// each with a positive limit and period.
+func validRules(rules []Rule) error {
+	if len(rules) == 0 || len(rules) > MaxRules {
+		return ErrRules
+	}
+	for _, r := range rules {
+		if r.Limit <= 0 || r.Period <= 0 {
+			return fmt.Errorf("%w: %q has limit %d, period %s", ErrRule, r.Name, r.Limit, r.Period)
+		}
+	}
 	return nil
 }
 

@@ -712,30 +712,30 @@ func TestDenyCacheKeepsRuleSetsApart(t *testing.T) {
 // admitted and a nanosecond earlier it is not, as at any other time.
 func TestClockBackwardsWaitsCountFromNow(t *testing.T) {
 	r := rule("minute", 5, time.Minute)
-	later := t0.Add(31 * time.Second) // 1 s into the next bucket
-	step := later.Sub(t0)
+	ahead := t0.Add(31 * time.Second) // 1 s into the next bucket
+	step := ahead.Sub(t0)
 	for _, denyCache := range []bool{false, true} {
-		// history: five requests at later, then one there to learn the
-		// waits, or one 31 s earlier.
+		// history: five requests 31 s on; then one more there, to learn
+		// the waits, or one 31 s earlier.
 		twin := func() *Limiter {
 			l := New(Options{DisableDenyCache: !denyCache})
 			for range 5 {
-				if !check(t, l, later, "k", 1, r).Allowed {
+				if !check(t, l, ahead, "k", 1, r).Allowed {
 					t.Fatal("setup: a request was denied")
 				}
 			}
 			if denyCache {
-				check(t, l, later, "k", 1, r) // the denial the cache remembers
+				check(t, l, ahead, "k", 1, r) // the denial the cache remembers
 			}
 			return l
 		}
-		there := check(t, twin(), later, "k", 1, r)
+		there := check(t, twin(), ahead, "k", 1, r)
 		back := check(t, twin(), t0, "k", 1, r)
 		if back.Allowed || there.Allowed || back.Cached != denyCache {
 			t.Fatalf("deny cache %t: allowed %t and %t, cached %t; want two denials", denyCache, back.Allowed, there.Allowed, back.Cached)
 		}
-		if !back.At.Equal(later) {
-			t.Errorf("deny cache %t: At = %v, want the newest time seen, %v", denyCache, back.At, later)
+		if !back.At.Equal(ahead) {
+			t.Errorf("deny cache %t: At = %v, want the newest time seen, %v", denyCache, back.At, ahead)
 		}
 		if back.RetryAfter != there.RetryAfter+step || back.ResetAfter != there.ResetAfter+step {
 			t.Errorf("deny cache %t: from 31 s earlier RetryAfter %v, ResetAfter %v; want %v and %v",
@@ -763,11 +763,11 @@ func TestRefund(t *testing.T) {
 	loc := rule("flood", 10, time.Minute)
 	loc.Local = true
 	sh := rule("quota", 10, time.Minute)
-	later := t0.Add(31 * time.Second) // the next bucket
-	check(t, l, later, "k", 1, loc, sh)
-	res := check(t, l, t0, "k", 3, loc, sh) // clock back: counted at later
-	if !res.Allowed || !res.At.Equal(later) {
-		t.Fatalf("check = %+v at %v, want allowed at %v", res.Decision, res.At, later)
+	ahead := t0.Add(31 * time.Second) // the next bucket
+	check(t, l, ahead, "k", 1, loc, sh)
+	res := check(t, l, t0, "k", 3, loc, sh) // clock back: counted at ahead
+	if !res.Allowed || !res.At.Equal(ahead) {
+		t.Fatalf("check = %+v at %v, want allowed at %v", res.Decision, res.At, ahead)
 	}
 	if err := l.Refund(ctx, res.At, "k", []Rule{loc, sh}, 3); err != nil {
 		t.Fatal(err)
@@ -776,19 +776,19 @@ func TestRefund(t *testing.T) {
 		s kvstore.Store
 		r Rule
 	}{{local, loc}, {shared, sh}} {
-		if got := load(t, c.s, "k", c.r, later); got != 1 {
+		if got := load(t, c.s, "k", c.r, ahead); got != 1 {
 			t.Errorf("%s: count %d after the refund, want 1", c.r.Name, got)
 		}
 		if got := load(t, c.s, "k", c.r, t0); got != 0 {
 			t.Errorf("%s: the earlier bucket holds %d, want 0", c.r.Name, got)
 		}
 	}
-	if err := l.Refund(ctx, later, "k", nil, 1); !errors.Is(err, ErrRules) {
+	if err := l.Refund(ctx, ahead, "k", nil, 1); !errors.Is(err, ErrRules) {
 		t.Errorf("Refund with no rules: %v, want ErrRules", err)
 	}
 	boom := errors.New("boom")
 	failing := New(Options{Store: &counting{Conditional: memstore.New(), fail: boom}})
-	if err := failing.Refund(ctx, later, "k", []Rule{sh}, 1); !errors.Is(err, boom) {
+	if err := failing.Refund(ctx, ahead, "k", []Rule{sh}, 1); !errors.Is(err, boom) {
 		t.Errorf("Refund on a failing store: %v, want wrapping boom", err)
 	}
 }

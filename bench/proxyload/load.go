@@ -94,6 +94,20 @@ type report struct {
 	limited                      int // 429s from slidegate (should be 0: limits are set high)
 }
 
+// loadClient is the load's HTTP client: conc kept-alive connections to
+// each front end, responses as sent, and a request that hangs for a
+// minute fails rather than holding the run.
+func loadClient(conc int) *http.Client {
+	return &http.Client{
+		Transport: &http.Transport{
+			MaxIdleConns:        2 * conc,
+			MaxIdleConnsPerHost: conc,
+			DisableCompression:  true,
+		},
+		Timeout: time.Minute,
+	}
+}
+
 // loadKeys returns the API keys the load sends: bench-key-0 ... (wrk.lua
 // sends the same 1000).
 func loadKeys(n int) []string {
@@ -153,7 +167,6 @@ func (f *fronts) Close() {
 }
 
 func setup(o options) (*fronts, error) {
-	nkeys, aa, variant := o.keys, o.aa, o.variant
 	if o.only != "" && o.only != "bare" && o.only != "slidegate" {
 		return nil, fmt.Errorf("proxyload: -only %q: want bare or slidegate", o.only)
 	}
@@ -184,7 +197,7 @@ func setup(o options) (*fronts, error) {
 		return f, nil
 	}
 
-	keys := loadKeys(nkeys)
+	keys := loadKeys(o.keys)
 	f.keys = keys
 	cfg, err := benchConfig(keys)
 	if err != nil {
@@ -192,7 +205,7 @@ func setup(o options) (*fronts, error) {
 		return nil, err
 	}
 	var next http.Handler = httpapi.NewProxy(target, quiet, nil)
-	if variant == "decision" {
+	if o.variant == "decision" {
 		px := next
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			clear(w.Header())
@@ -206,13 +219,13 @@ func setup(o options) (*fronts, error) {
 	}
 	var front http.Handler = h
 	switch {
-	case aa:
+	case o.aa:
 		front = httpapi.NewProxy(target, quiet, nil)
-	case variant == "headers":
+	case o.variant == "headers":
 		front = staticHeaders(httpapi.NewProxy(target, quiet, nil))
-	case variant != "" && variant != "decision":
+	case o.variant != "" && o.variant != "decision":
 		f.Close()
-		return nil, fmt.Errorf("proxyload: unknown variant %q", variant)
+		return nil, fmt.Errorf("proxyload: unknown variant %q", o.variant)
 	}
 	filtered, filteredURL, err := listen("slidegate", front)
 	if err != nil {
@@ -239,11 +252,7 @@ func measure(ctx context.Context, o options) (*report, error) {
 	keys, bareURL, filteredURL := f.keys, f.bare, f.filtered
 
 	rep := &report{o: o}
-	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns:        2 * o.conc,
-		MaxIdleConnsPerHost: o.conc,
-		DisableCompression:  true,
-	}}
+	client := loadClient(o.conc)
 	defer client.CloseIdleConnections()
 
 	// Warm both paths (connections, pools, caches) before measuring.

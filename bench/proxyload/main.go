@@ -123,12 +123,9 @@ func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) erro
 	fmt.Fprintln(out, "ready")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	<-ctx.Done()
 	return nil
 }
 
@@ -137,14 +134,7 @@ func serveOnly(o options, d time.Duration, pprofAddr string, out io.Writer) erro
 // request this way) and fails unless every one was answered 200.
 func driveOnly(o options, base string) error {
 	keys := loadKeys(o.keys)
-	client := &http.Client{
-		Transport: &http.Transport{
-			MaxIdleConns:        o.conc,
-			MaxIdleConnsPerHost: o.conc,
-			DisableCompression:  true,
-		},
-		Timeout: time.Minute, // a hung server fails the run rather than holding it
-	}
+	client := loadClient(o.conc)
 	defer client.CloseIdleConnections()
 	o.phase = 10 * time.Minute // bounded by o.maxReq
 	var s stats
