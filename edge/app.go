@@ -242,6 +242,13 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for _, h := range hopHeaders {
 		w.Header().Del(h)
 	}
+	if enc := res.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		// fetch hands the body over decoded, and the runtime encodes it
+		// again as Content-Encoding says; the origin's Content-Length is
+		// the encoded length, which the decoded body overruns (the
+		// runtime then cuts the response off).
+		w.Header().Del("Content-Length")
+	}
 	w.WriteHeader(res.StatusCode)
 	_, _ = io.Copy(w, res.Body)
 }

@@ -87,10 +87,11 @@ func TestOriginHandlerSpec(t *testing.T) {
 
 // fakeOrigin is a RoundTripper that records the request and answers.
 type fakeOrigin struct {
-	mu   sync.Mutex
-	got  *http.Request
-	body string
-	err  error
+	mu     sync.Mutex
+	got    *http.Request
+	body   string
+	err    error
+	header http.Header // more headers of the answer
 }
 
 func (f *fakeOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -107,6 +108,9 @@ func (f *fakeOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
 	h := http.Header{}
 	h.Set("X-Origin", "yes")
 	h.Set("Connection", "close")
+	for k, vs := range f.header {
+		h[k] = vs
+	}
 	return &http.Response{StatusCode: http.StatusCreated, Header: h, Body: io.NopCloser(strings.NewReader("from origin"))}, nil
 }
 
@@ -151,6 +155,27 @@ func TestProxy(t *testing.T) {
 			}
 			if w.Header().Get("X-Origin") != "yes" || w.Header().Get("RateLimit") == "" || w.Header().Get("Connection") != "" {
 				t.Errorf("answer headers %v: want the origin's and the pre-filter's, no Connection", w.Header())
+			}
+		})
+	}
+	// fetch decodes the body; the runtime encodes it again for the
+	// client. The encoded length would cut the decoded body short
+	// (TestWorkerdCompressedOrigin shows it in workerd).
+	for _, enc := range []string{"gzip", "br", "identity", ""} {
+		t.Run("Content-Encoding "+enc, func(t *testing.T) {
+			o := &fakeOrigin{header: http.Header{"Content-Length": {"11"}}}
+			if enc != "" {
+				o.header.Set("Content-Encoding", enc)
+			}
+			h, _ := originHandler("https://origin.example.com", o)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("GET", "https://w.example.com/x", nil))
+			keep := enc == "" || enc == "identity"
+			if got := w.Header().Get("Content-Length"); (got == "11") != keep {
+				t.Errorf("Content-Length %q; want it kept: %t", got, keep)
+			}
+			if got := w.Header().Get("Content-Encoding"); got != enc {
+				t.Errorf("Content-Encoding %q, want %q", got, enc)
 			}
 		})
 	}

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -123,6 +125,16 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 			out := "origin:" + r.URL.Path
 			if len(b) > 0 {
 				out += " body=" + string(b)
+			}
+			if strings.HasPrefix(r.URL.Path, gzipPath) {
+				// Compressed, with the compressed length, as an origin
+				// behind a compressing middleware answers.
+				z := gzipped(out)
+				w.Header().Set("Content-Encoding", "gzip")
+				w.Header().Set("Content-Length", strconv.Itoa(len(z)))
+				w.Header().Set("Vary", "Accept-Encoding")
+				_, _ = w.Write(z)
+				return
 			}
 			_, _ = io.WriteString(w, out)
 		}))
@@ -285,6 +297,69 @@ func TestWorkerdRequestBodies(t *testing.T) {
 		if res, body := get(t, client, w.URL+httpapi.HealthPath, ""); res.StatusCode != http.StatusOK {
 			t.Errorf("after %s: health check %d %s", tc.name, res.StatusCode, body)
 		}
+	}
+}
+
+// gzipPath is where the test origin answers gzip-compressed.
+const gzipPath = "/v1/gzip/"
+
+func gzipped(s string) []byte {
+	var b bytes.Buffer
+	z := gzip.NewWriter(&b)
+	_, _ = io.WriteString(z, strings.Repeat(s+"\n", 50))
+	_ = z.Close()
+	return b.Bytes()
+}
+
+// TestWorkerdCompressedOrigin: an origin's gzip-compressed answer reaches
+// the client intact. fetch in a Worker hands the body over decompressed
+// while the response keeps the origin's Content-Encoding and
+// Content-Length, so a proxy that copied those as they are would send
+// plain bytes labelled gzip, or a body shorter than its declared length.
+func TestWorkerdCompressedOrigin(t *testing.T) {
+	w := slidegateWorker(t)
+	// A transport that asks for gzip itself leaves the body as sent.
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	key := randomKey(t)
+	for _, accept := range []string{"gzip", ""} {
+		path := gzipPath + "accept-" + accept
+		req, _ := http.NewRequest("GET", w.URL+path, nil)
+		req.Header.Set("X-API-Key", key)
+		if accept != "" {
+			req.Header.Set("Accept-Encoding", accept)
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("Accept-Encoding %q: %v", accept, err)
+		}
+		raw, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			t.Fatalf("Accept-Encoding %q: reading the body (Content-Length %q): %v", accept, res.Header.Get("Content-Length"), err)
+		}
+		body := string(raw)
+		if enc := res.Header.Get("Content-Encoding"); enc == "gzip" {
+			z, err := gzip.NewReader(bytes.NewReader(raw))
+			if err != nil {
+				t.Fatalf("Accept-Encoding %q: Content-Encoding gzip, but the body is not: %v (%.40q)", accept, err, raw)
+			}
+			plain, err := io.ReadAll(z)
+			if err != nil {
+				t.Fatalf("Accept-Encoding %q: gzip body: %v (Content-Length %q, %d bytes, origin sent %d compressed)", accept, err, res.Header.Get("Content-Length"), len(raw), len(gzipped("origin:"+path)))
+			}
+			body = string(plain)
+		} else if enc != "" {
+			t.Fatalf("Accept-Encoding %q: Content-Encoding %q", accept, enc)
+		}
+		want := strings.Repeat("origin:"+path+"\n", 50)
+		if res.StatusCode != http.StatusOK || body != want {
+			t.Errorf("Accept-Encoding %q: %d, Content-Encoding %q, body %.60q…, want 200 and the origin's text", accept, res.StatusCode, res.Header.Get("Content-Encoding"), body)
+		}
+		if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(raw)) {
+			t.Errorf("Accept-Encoding %q: Content-Length %s for %d bytes", accept, cl, len(raw))
+		}
+		t.Logf("Accept-Encoding %q: Content-Encoding %q, Content-Length %q, %d bytes", accept, res.Header.Get("Content-Encoding"), res.Header.Get("Content-Length"), len(raw))
 	}
 }
 
