@@ -86,6 +86,21 @@ func Run(t *testing.T, newStore func(t *testing.T) kvstore.Store) {
 		}
 	})
 
+	// A write for an older bucket (a node whose clock lags, a request
+	// decided before another's) counts there and leaves the newer
+	// buckets alone; a bucket stays readable until it expires, two
+	// periods after it began, however late it was written.
+	t.Run("LaggingWriteKeepsNewer", func(t *testing.T) {
+		s := newStore(t)
+		mustAdd(t, s, "id-a", slot("minute", bucket+1), 5)
+		mustAdd(t, s, "id-a", slot("minute", bucket), 3)
+		mustAdd(t, s, "id-a", slot("minute", bucket-1), 2) // before the pair of a two-bucket store
+		mustAdd(t, s, "id-a", slot("minute", bucket+1), 1)
+		expectCounts(t, s, "id-a", []kvstore.Slot{slot("minute", bucket-1), slot("minute", bucket), slot("minute", bucket+1)}, 2, 3, 6)
+		mustAdd(t, s, "id-a", slot("minute", bucket+2), 4)
+		expectCounts(t, s, "id-a", []kvstore.Slot{slot("minute", bucket+1), slot("minute", bucket+2)}, 6, 4)
+	})
+
 	if _, ok := newStore(t).(kvstore.Conditional); !ok {
 		return
 	}
@@ -136,6 +151,29 @@ func Run(t *testing.T, newStore func(t *testing.T) kvstore.Store) {
 			t.Fatalf("AddIf = %v, %v; want true, nil", ok, err)
 		}
 		expectCounts(t, s, "fresh", []kvstore.Slot{slot("minute", bucket)}, 1)
+	})
+
+	// A negative Max cannot hold, not even for a missing counter, which is
+	// zero.
+	t.Run("AddIfNegativeMaxFails", func(t *testing.T) {
+		s := cond(t)
+		mustAdd(t, s, "id-a", slot("minute", bucket), 2)
+		for _, id := range []string{"fresh", "id-a"} {
+			counts := make([]int64, 2)
+			ok, err := s.AddIf(ctx, id, []kvstore.Cond{
+				{Slot: slot("minute", bucket), Max: 10, Add: 1},
+				{Slot: slot("hour", bucket), Max: -1, Add: 1},
+			}, counts)
+			if err != nil || ok {
+				t.Fatalf("%s: AddIf = %v, %v; want false, nil", id, ok, err)
+			}
+			want := map[string]string{"fresh": "[0 0]", "id-a": "[2 0]"}[id]
+			if got := fmt.Sprint(counts); got != want {
+				t.Errorf("%s: counts reported = %s, want %s", id, got, want)
+			}
+		}
+		expectCounts(t, s, "fresh", []kvstore.Slot{slot("minute", bucket), slot("hour", bucket)}, 0, 0)
+		expectCounts(t, s, "id-a", []kvstore.Slot{slot("minute", bucket), slot("hour", bucket)}, 2, 0)
 	})
 
 	t.Run("AddIfExactUnderConcurrency", func(t *testing.T) {
