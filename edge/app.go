@@ -183,8 +183,85 @@ type proxy struct {
 	rt   http.RoundTripper
 }
 
-// hopHeaders are connection-level headers that are not forwarded.
+// hopHeaders are connection-level headers that are not forwarded, besides
+// the ones a Connection header names.
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// removeHop deletes h's hop-by-hop headers. workerd keeps a client's
+// Connection header from the Worker, but fetch shows the origin's.
+func removeHop(h http.Header) {
+	for _, v := range h["Connection"] {
+		for name := range strings.SplitSeq(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// addHeader adds src's fields to dst as the client or the origin sent
+// them. syumai's conversion of JavaScript Headers (a request's, fetch's
+// answer's) splits every value at its commas, and the pieces went out as
+// fields of their own: a Set-Cookie's "Expires=Wed, 21 Oct 2037 …" became
+// two cookies, a Location's "?ids=1,2" became "?ids=1, 2", an ETag
+// "\"v1,2\"" no longer matched. Joined with "," again, the pieces give back
+// the value JavaScript held (which joins repeated fields with ", ", the
+// same field for HTTP); Set-Cookie is never joined (setCookies).
+func addHeader(dst, src http.Header) {
+	for k, vs := range src {
+		if len(vs) == 0 {
+			continue
+		}
+		if http.CanonicalHeaderKey(k) != "Set-Cookie" {
+			dst.Add(k, strings.Join(vs, ","))
+			continue
+		}
+		for _, c := range setCookies(vs) {
+			dst.Add(k, c)
+		}
+	}
+}
+
+// setCookies joins the comma-split pieces of Set-Cookie values back into
+// cookies.
+func setCookies(pieces []string) []string {
+	var out []string
+	for _, p := range pieces {
+		if n := len(out); n > 0 && !startsCookie(p) {
+			out[n-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// startsCookie reports whether a piece of a split Set-Cookie value is a
+// cookie of its own. JavaScript keeps each cookie a value of its own,
+// trimmed, and a cookie's name and value hold no comma (RFC 6265 4.1.1): a
+// comma is in an attribute, and the piece after it starts with a space
+// (Expires's "Wed, 21 Oct") or has no "=" before its first ";" (a Path's
+// "/a,b").
+func startsCookie(p string) bool {
+	pair, _, _ := strings.Cut(p, ";")
+	return strings.Contains(pair, "=") && !strings.HasPrefix(p, " ") && !strings.HasPrefix(p, "\t")
+}
+
+// noBody reports whether the answer to a request of method with status
+// has no body (RFC 9110 6.4.1, 9.3.2). fetch gives it a null stream, which
+// syumai's reader cannot read: io.Copy hands it as it is to syumai's own
+// ResponseWriter, but behind any wrapper (the debug Worker's) it read the
+// stream, panicked, and took the Go instance down with it.
+func noBody(method string, status int) bool {
+	switch {
+	case method == http.MethodHead, status >= 100 && status < 200:
+		return true
+	}
+	return status == http.StatusNoContent || status == http.StatusResetContent || status == http.StatusNotModified
+}
 
 func (p *proxy) target(r *http.Request) *url.URL {
 	u := *r.URL
@@ -220,34 +297,40 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the request could not be forwarded")
 		return
 	}
-	out.Header = r.Header.Clone()
+	out.Header = make(http.Header, len(r.Header))
+	addHeader(out.Header, r.Header)
 	out.ContentLength = r.ContentLength
 	if p.base != nil {
 		out.Header.Del("Host")
 	}
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
+	removeHop(out.Header)
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
 		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")
 		return
 	}
 	defer res.Body.Close()
-	for k, vs := range res.Header {
-		for _, v := range vs {
-			w.Header().Add(k, v)
-		}
-	}
-	for _, h := range hopHeaders {
-		w.Header().Del(h)
-	}
+	removeHop(res.Header)
+	addHeader(w.Header(), res.Header)
 	if enc := res.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		// fetch hands the body over decoded, and the runtime encodes it
 		// again as Content-Encoding says; the origin's Content-Length is
 		// the encoded length, which the decoded body overruns (the
 		// runtime then cuts the response off).
 		w.Header().Del("Content-Length")
+	}
+	if noBody(r.Method, res.StatusCode) {
+		if cl, ok := w.Header()["Content-Length"]; ok && r.Method == http.MethodHead {
+			// A HEAD answer keeps the origin's Content-Length, the
+			// length of the GET's body. syumai's writer, which looks it
+			// up under this canonical name, would make the body a
+			// FixedLengthStream of that length that nothing fills (workerd
+			// answered 500); JavaScript's Headers take the name in any case.
+			delete(w.Header(), "Content-Length")
+			w.Header()["content-length"] = cl
+		}
+		w.WriteHeader(res.StatusCode)
+		return
 	}
 	w.WriteHeader(res.StatusCode)
 	_, _ = io.Copy(w, res.Body)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -92,6 +94,8 @@ type fakeOrigin struct {
 	body   string
 	err    error
 	header http.Header // more headers of the answer
+	status int         // zero means 201
+	answer io.Reader   // the answer's body; nil means "from origin"
 }
 
 func (f *fakeOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -111,7 +115,104 @@ func (f *fakeOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
 	for k, vs := range f.header {
 		h[k] = vs
 	}
-	return &http.Response{StatusCode: http.StatusCreated, Header: h, Body: io.NopCloser(strings.NewReader("from origin"))}, nil
+	body := f.answer
+	if body == nil {
+		body = strings.NewReader("from origin")
+	}
+	return &http.Response{StatusCode: cmp.Or(f.status, http.StatusCreated), Header: h, Body: io.NopCloser(body)}, nil
+}
+
+// jsSplit is what syumai's conversion from JavaScript makes of headers h:
+// Headers joins a repeated field with ", " (Set-Cookie apart), and syumai
+// splits every value at its commas.
+func jsSplit(h http.Header) http.Header {
+	out := http.Header{}
+	for k, vs := range h {
+		if k != "Set-Cookie" {
+			vs = []string{strings.Join(vs, ", ")}
+		}
+		for _, v := range vs {
+			out[k] = append(out[k], strings.Split(v, ",")...)
+		}
+	}
+	return out
+}
+
+// TestProxyHeadersAsSent: header values split at their commas on the way
+// into Go (jsSplit) leave the proxy as the client and the origin sent them.
+func TestProxyHeadersAsSent(t *testing.T) {
+	cookies := []string{
+		"session=abc123; Path=/; Expires=Wed, 21 Oct 2037 07:28:00 GMT; HttpOnly",
+		"theme=dark; Path=/a,b; Max-Age=3600",
+		"=nameless",
+		"lang=en",
+	}
+	o := &fakeOrigin{header: jsSplit(http.Header{
+		"Set-Cookie":     cookies,
+		"Location":       {"/next?ids=1,2,3"},
+		"Cache-Control":  {"no-cache", "private"},
+		"Connection":     {"X-Hop, close"},
+		"X-Hop":          {"1"},
+		"Content-Length": {"11"},
+	})}
+	h, _ := originHandler("https://origin.example.com", o)
+	r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
+	r.Header = jsSplit(http.Header{"X-List": {"a,b"}, "If-None-Match": {`"x,y", W/"z"`}, "Proxy-Authorization": {"Basic c2VjcmV0"}})
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	for k, want := range map[string][]string{"X-List": {"a,b"}, "If-None-Match": {`"x,y", W/"z"`}, "Proxy-Authorization": nil} {
+		if got := o.got.Header[k]; !slices.Equal(got, want) {
+			t.Errorf("the origin got %s %q, want %q", k, got, want)
+		}
+	}
+	for k, want := range map[string][]string{
+		"Set-Cookie": cookies, "Location": {"/next?ids=1,2,3"}, "Cache-Control": {"no-cache, private"},
+		"Content-Length": {"11"}, "Connection": nil, "X-Hop": nil,
+	} {
+		if got := w.Result().Header[k]; !slices.Equal(got, want) {
+			t.Errorf("the client got %s %q, want %q", k, got, want)
+		}
+	}
+}
+
+// failReader fails the test that reads it: fetch's body of an answer
+// without one is a null stream, which syumai's reader cannot read.
+type failReader struct{ t *testing.T }
+
+func (f failReader) Read([]byte) (int, error) {
+	f.t.Error("the proxy read the body of an answer that has none")
+	return 0, io.EOF
+}
+
+func TestProxyAnswersWithoutBody(t *testing.T) {
+	for _, tc := range []struct {
+		method string
+		status int
+	}{
+		{"HEAD", http.StatusOK},
+		{"HEAD", http.StatusNotFound},
+		{"GET", http.StatusNoContent},
+		{"GET", http.StatusNotModified},
+		{"POST", http.StatusResetContent},
+	} {
+		t.Run(fmt.Sprint(tc.method, " ", tc.status), func(t *testing.T) {
+			o := &fakeOrigin{status: tc.status, answer: failReader{t}, header: http.Header{"Content-Length": {"2097152"}, "Etag": {`"v1"`}}}
+			h, _ := originHandler("https://origin.example.com", o)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(tc.method, "https://w.example.com/x", nil))
+			if w.Code != tc.status || w.Body.Len() != 0 || w.Header().Get("Etag") != `"v1"` {
+				t.Errorf("%d %q, ETag %q; want %d, no body, the origin's ETag", w.Code, w.Body, w.Header().Get("Etag"), tc.status)
+			}
+			// syumai's writer makes a body of the length it finds under
+			// the canonical name: a HEAD answer keeps its length under
+			// another.
+			if tc.method == "HEAD" {
+				if got := w.Header()["content-length"]; w.Header().Get("Content-Length") != "" || !slices.Equal(got, []string{"2097152"}) {
+					t.Errorf("Content-Length %q, content-length %q; want the origin's under the lower-case name only", w.Header().Get("Content-Length"), got)
+				}
+			}
+		})
+	}
 }
 
 func TestProxy(t *testing.T) {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/rand"
@@ -12,11 +13,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	mrand "math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -126,6 +130,10 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 			if len(b) > 0 {
 				out += " body=" + string(b)
 			}
+			if strings.HasPrefix(r.URL.Path, originPath) {
+				originCase(w, r, b)
+				return
+			}
 			if strings.HasPrefix(r.URL.Path, gzipPath) {
 				// Compressed, with the compressed length, as an origin
 				// behind a compressing middleware answers.
@@ -179,6 +187,13 @@ func get(t *testing.T, client *http.Client, url, apiKey string) (*http.Response,
 		t.Fatal(err)
 	}
 	req.Header.Set("X-API-Key", apiKey)
+	res, b := send(t, client, req)
+	return res, string(b)
+}
+
+// send sends req and returns the answer and its body.
+func send(t *testing.T, client *http.Client, req *http.Request) (*http.Response, []byte) {
+	t.Helper()
 	res, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -186,9 +201,9 @@ func get(t *testing.T, client *http.Client, url, apiKey string) (*http.Response,
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s %s: reading the body (Content-Length %q): %v", req.Method, req.URL.Path, res.Header.Get("Content-Length"), err)
 	}
-	return res, string(b)
+	return res, b
 }
 
 func TestWorkerdPreFilter(t *testing.T) {
@@ -572,5 +587,268 @@ func TestTestWindowLeavesTheRunInOneBucket(t *testing.T) {
 	now := time.Now()
 	if left := window.Start(window.Index(now, testWindow)+1, testWindow).Sub(now); left < 3*time.Hour {
 		t.Errorf("testWindow %v: its bucket ends in %v", testWindow, left)
+	}
+}
+
+// originPath is where the test origin answers as a test of the proxy asks
+// (originCase): what the origin sends must reach the client as sent, and
+// what the client sends must reach the origin so.
+const originPath = "/v1/origin/"
+
+// What the test origin answers at originPath.
+var (
+	// The first cookie's Expires holds a comma, as every Expires does.
+	originCookies = []string{
+		"session=abc123; Path=/; Expires=Wed, 21 Oct 2037 07:28:00 GMT; HttpOnly; Secure",
+		"theme=dark; Max-Age=3600",
+		"lang=en",
+	}
+	originLocation = "/v1/next?ids=1,2,3&from=%2Fa%20b"
+	originETag     = `"v1,2026"`
+	// bigBody is 2 MiB that no compression shrinks.
+	bigBody = sync.OnceValue(func() []byte {
+		b := make([]byte, 2<<20)
+		_, _ = mrand.NewChaCha8([32]byte{'s', 'g'}).Read(b)
+		return b
+	})
+)
+
+// echo is what the test origin saw of a request (any other path under
+// originPath).
+type echo struct {
+	Method, URI, Host string
+	Header            http.Header
+	ContentLength     int64
+	Length            int
+	SHA256            string
+}
+
+func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
+	q, h := r.URL.Query(), w.Header()
+	switch strings.TrimPrefix(r.URL.Path, originPath) {
+	case "cookies":
+		h["Set-Cookie"] = slices.Clone(originCookies)
+		_, _ = io.WriteString(w, "cookies")
+	case "redirect":
+		code, _ := strconv.Atoi(q.Get("code"))
+		h.Set("Location", originLocation)
+		w.WriteHeader(code)
+	case "status":
+		code, _ := strconv.Atoi(q.Get("code"))
+		if ra := q.Get("retry"); ra != "" {
+			h.Set("Retry-After", ra)
+		}
+		w.WriteHeader(code)
+		_, _ = fmt.Fprintf(w, "status %d", code)
+	case "empty":
+		w.WriteHeader(http.StatusNoContent)
+	case "etag":
+		h.Set("ETag", originETag)
+		if r.Header.Get("If-None-Match") == originETag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		_, _ = io.WriteString(w, "etag")
+	case "big":
+		h.Set("Content-Type", "application/octet-stream")
+		h.Set("Content-Length", strconv.Itoa(len(bigBody())))
+		_, _ = w.Write(bigBody())
+	case "hop":
+		h.Set("Connection", "X-Hop-Response")
+		h.Set("X-Hop-Response", "1")
+		h.Set("Proxy-Authenticate", `Basic realm="origin"`)
+		_, _ = io.WriteString(w, "hop")
+	default:
+		sum := sha256.Sum256(body)
+		_ = json.NewEncoder(w).Encode(echo{
+			Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: r.Header,
+			ContentLength: r.ContentLength, Length: len(body), SHA256: hex.EncodeToString(sum[:]),
+		})
+	}
+}
+
+// passClient sees what the Worker answers: it follows no redirect and asks
+// for no compression.
+func passClient(t *testing.T) *http.Client {
+	c := &http.Client{
+		Timeout:       time.Minute,
+		Transport:     &http.Transport{DisableCompression: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	t.Cleanup(c.CloseIdleConnections)
+	return c
+}
+
+// TestWorkerdOriginAnswers: status, headers and body of the origin's answer
+// reach the client as the origin sent them, with the pre-filter's
+// rate-limit headers added.
+func TestWorkerdOriginAnswers(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	for _, tc := range []struct {
+		name, method, path string
+		header             http.Header
+		status             int
+		body               string
+		check              func(t *testing.T, res *http.Response)
+	}{
+		{name: "several cookies", path: "cookies", status: 200, body: "cookies", check: func(t *testing.T, res *http.Response) {
+			if got := res.Header["Set-Cookie"]; !slices.Equal(got, originCookies) {
+				t.Errorf("Set-Cookie %q, want %q", got, originCookies)
+			}
+		}},
+		{name: "301", path: "redirect?code=301", status: 301, check: location},
+		{name: "302", path: "redirect?code=302", status: 302, check: location},
+		{name: "307", path: "redirect?code=307", status: 307, check: location},
+		{name: "418", path: "status?code=418", status: 418, body: "status 418", check: func(t *testing.T, res *http.Response) {
+			if res.Status != "418 I'm a teapot" {
+				t.Errorf("status line %q", res.Status)
+			}
+		}},
+		{name: "503 with the origin's Retry-After", path: "status?code=503&retry=120", status: 503, body: "status 503", check: func(t *testing.T, res *http.Response) {
+			if got := res.Header["Retry-After"]; !slices.Equal(got, []string{"120"}) {
+				t.Errorf("Retry-After %q, want the origin's 120 alone", got)
+			}
+		}},
+		{name: "599, a code net/http does not name", path: "status?code=599", status: 599, body: "status 599"},
+		{name: "204", path: "empty", status: 204},
+		{name: "200 with an ETag", path: "etag", status: 200, body: "etag", check: etag},
+		{name: "304 after If-None-Match", path: "etag", header: http.Header{"If-None-Match": {originETag}}, status: 304, check: etag},
+		{name: "HEAD", method: "HEAD", path: "big", status: 200, check: func(t *testing.T, res *http.Response) {
+			if got, want := res.Header.Get("Content-Length"), strconv.Itoa(len(bigBody())); got != want {
+				t.Errorf("Content-Length %q, want the origin's %s", got, want)
+			}
+		}},
+		{name: "hop-by-hop headers", path: "hop", status: 200, body: "hop", check: func(t *testing.T, res *http.Response) {
+			for _, k := range []string{"X-Hop-Response", "Proxy-Authenticate"} {
+				if v, ok := res.Header[k]; ok {
+					t.Errorf("%s: %q reached the client", k, v)
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, err := http.NewRequest(cmp.Or(tc.method, "GET"), w.URL+originPath+tc.path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			maps.Copy(req.Header, tc.header)
+			req.Header.Set("X-API-Key", steadyKey)
+			res, body := send(t, client, req)
+			if res.StatusCode != tc.status || string(body) != tc.body {
+				t.Errorf("%s: %q, want %d %q", res.Status, body, tc.status, tc.body)
+			}
+			for _, k := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Remaining"} {
+				if res.Header.Get(k) == "" {
+					t.Errorf("no %s header on the proxied answer", k)
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, res)
+			}
+		})
+	}
+}
+
+func location(t *testing.T, res *http.Response) {
+	if got := res.Header["Location"]; !slices.Equal(got, []string{originLocation}) {
+		t.Errorf("Location %q, want %q", got, originLocation)
+	}
+}
+
+func etag(t *testing.T, res *http.Response) {
+	if got := res.Header["Etag"]; !slices.Equal(got, []string{originETag}) {
+		t.Errorf("ETag %q, want %q", got, originETag)
+	}
+}
+
+// TestWorkerdLargeBodies: 2 MiB reach the client and the origin byte for
+// byte, with a declared length and without one.
+func TestWorkerdLargeBodies(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	big := bigBody()
+	t.Run("answer", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", w.URL+originPath+"big", nil)
+		req.Header.Set("X-API-Key", steadyKey)
+		res, body := send(t, client, req)
+		if res.StatusCode != 200 || !bytes.Equal(body, big) {
+			t.Errorf("%s: %d bytes, equal %t; want 200 and the origin's %d bytes", res.Status, len(body), bytes.Equal(body, big), len(big))
+		}
+		if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(body)) {
+			t.Errorf("Content-Length %s for %d bytes", cl, len(body))
+		}
+	})
+	sum := sha256.Sum256(big)
+	for _, tc := range []struct {
+		name string
+		body io.Reader // a bytes.Reader has a length; a MultiReader does not (chunked)
+	}{
+		{"request, declared length", bytes.NewReader(big)},
+		{"request, chunked", io.MultiReader(bytes.NewReader(big))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("POST", w.URL+originPath+"upload", tc.body)
+			req.Header.Set("Content-Type", "application/octet-stream")
+			req.Header.Set("X-API-Key", steadyKey)
+			got := echoed(t, client, req)
+			if got.Method != "POST" || got.Length != len(big) || got.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Errorf("the origin got %s of %d bytes (sha256 %s), want POST and the %d bytes sent", got.Method, got.Length, got.SHA256, len(big))
+			}
+			if got.ContentLength >= 0 && got.ContentLength != int64(got.Length) {
+				t.Errorf("the origin got Content-Length %d with %d bytes", got.ContentLength, got.Length)
+			}
+		})
+	}
+}
+
+// echoed sends req and returns what the origin saw of it.
+func echoed(t *testing.T, client *http.Client, req *http.Request) echo {
+	t.Helper()
+	res, body := send(t, client, req)
+	var e echo
+	if err := json.Unmarshal(body, &e); res.StatusCode != 200 || err != nil {
+		t.Fatalf("%s %q: %v", res.Status, body, err)
+	}
+	return e
+}
+
+// TestWorkerdForwardedRequest: the origin gets the request's method, path
+// and query as the client sent them, its own Host, the API key and the
+// end-to-end headers unchanged, and none of the hop-by-hop headers.
+// (workerd keeps the client's Connection header from the Worker, so a
+// header that it names cannot be told from an end-to-end one, and goes
+// on.)
+func TestWorkerdForwardedRequest(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	const uri = originPath + "echo/a%2Fb/caf%C3%A9?q=a%20b&q=c%2Bd&q=&amp=%26%3D%3F&plus=a+b&list=1,2&flag"
+	for _, method := range []string{"GET", "DELETE", "PUT"} {
+		t.Run(method, func(t *testing.T) {
+			key := randomKey(t)
+			req, _ := http.NewRequest(method, w.URL+uri, nil)
+			req.Header.Set("X-API-Key", key)
+			req.Header.Set("X-List", "a,b")
+			req.Header.Set("If-None-Match", `"x,y", W/"z"`)
+			req.Header.Set("Keep-Alive", "timeout=5")
+			req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
+			got := echoed(t, client, req)
+			if got.Method != method || got.URI != uri {
+				t.Errorf("the origin got %s %s, want %s %s", got.Method, got.URI, method, uri)
+			}
+			if want := strings.TrimPrefix(suite.origin.URL, "http://"); got.Host != want {
+				t.Errorf("the origin got Host %q, want its own %q", got.Host, want)
+			}
+			for k, want := range map[string]string{"X-Api-Key": key, "X-List": "a,b", "If-None-Match": `"x,y", W/"z"`} {
+				if v := got.Header[k]; !slices.Equal(v, []string{want}) {
+					t.Errorf("the origin got %s %q, want %q", k, v, want)
+				}
+			}
+			for _, k := range []string{"Keep-Alive", "Proxy-Authorization"} {
+				if v, ok := got.Header[k]; ok {
+					t.Errorf("the origin got the hop-by-hop %s %q", k, v)
+				}
+			}
+		})
 	}
 }
