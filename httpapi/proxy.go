@@ -15,11 +15,16 @@ import (
 )
 
 // NewProxy returns the reverse proxy the local server puts behind the
-// pre-filter: requests go to target with X-Forwarded-For, -Host and -Proto
-// set, connections to the origin are kept alive, and an unreachable origin
-// is a 502 problem+json (logged). The proxy's other complaints (a response
-// body cut short) go to log too, at level WARN, not to the standard
-// logger. A nil log discards them.
+// pre-filter: requests go to target as the client sent them (path, query,
+// cookies, Accept-Encoding) with X-Forwarded-For, -Host and -Proto set,
+// except that query parameters Go cannot parse (with a ';' or a bad
+// escape) are dropped, as httputil.ReverseProxy does against parameter
+// smuggling. Answers come back as the origin sent them: redirects are not
+// followed, compressed bodies are not decoded, and one the origin breaks
+// off is aborted, not ended as if whole. Connections to the origin are
+// kept alive, and an unreachable origin is a 502 problem+json (logged).
+// The proxy's other complaints (a response body cut short) go to log too,
+// at level WARN, not to the standard logger. A nil log discards them.
 //
 // trusted are the configuration's trusted_proxies (config.Identity's
 // Prefixes). From a socket peer among them, the X-Forwarded-For chain it
@@ -32,6 +37,12 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 	tr.MaxIdleConns = 1024
 	tr.MaxIdleConnsPerHost = 1024
 	tr.IdleConnTimeout = 90 * time.Second
+	// The origin gets the client's Accept-Encoding, not one the transport
+	// adds, and the client the origin's bytes: with compression on, a
+	// client that sent none got a body the transport had decoded, with the
+	// origin's validators (ETag) for the gzip one, and the proxy paid for
+	// the decoding.
+	tr.DisableCompression = true
 	errorLog := stdlog.New(io.Discard, "", 0)
 	if log != nil {
 		errorLog = stdlog.New(warnWriter{log}, "", 0)

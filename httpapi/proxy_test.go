@@ -2,19 +2,25 @@ package httpapi
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
-// TestProxyErrorLog: an origin that cuts its response body short makes the
-// proxy complain; the complaint is a JSON line of the given logger, not a
-// plain line on the standard logger.
+// TestProxyErrorLog: an origin that cuts its response body short, of its
+// Content-Length or in a chunk, makes the proxy complain in a JSON line of
+// the given logger at level WARN, not a plain line on the standard logger,
+// and the client cannot take the part it got for the whole answer: the
+// request or the reading of the body fails.
 func TestProxyErrorLog(t *testing.T) {
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		conn, buf, err := http.NewResponseController(w).Hijack()
@@ -23,7 +29,11 @@ func TestProxyErrorLog(t *testing.T) {
 			return
 		}
 		defer conn.Close()
-		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+		head := "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+		if r.URL.Query().Has("chunked") {
+			head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n"
+		}
+		_, _ = buf.WriteString(head + "short")
 		_ = buf.Flush()
 	}))
 	defer origin.Close()
@@ -31,11 +41,22 @@ func TestProxyErrorLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs bytes.Buffer
-	p := NewProxy(u, slog.New(slog.NewJSONHandler(&logs, nil)), nil)
-	p.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/v1/items", nil))
+	var logs syncBuffer
+	front := httptest.NewServer(NewProxy(u, slog.New(slog.NewJSONHandler(&logs, nil)), nil))
+	defer front.Close()
 
-	var found bool
+	for _, query := range []string{"", "?chunked"} {
+		res, err := front.Client().Get(front.URL + "/v1/items" + query)
+		if err != nil {
+			continue // the connection closed before the headers went out
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err == nil {
+			t.Errorf("%q: the client read %q as a complete answer", query, b)
+		}
+	}
+	var found int
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if line == "" {
 			continue
@@ -45,12 +66,30 @@ func TestProxyErrorLog(t *testing.T) {
 			t.Fatalf("log line %q is not JSON: %v", line, err)
 		}
 		if rec.Level == "WARN" && strings.Contains(rec.Msg, "read error during body copy") {
-			found = true
+			found++
 		}
 	}
-	if !found {
-		t.Errorf("no WARN line about the cut body in %q", logs.String())
+	if found != 2 {
+		t.Errorf("%d WARN lines about the cut body, want 2: %q", found, logs.String())
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger that server goroutines write.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // TestProxyForwardedHeaders: the origin gets the X-Forwarded-For chain a
@@ -89,5 +128,197 @@ func TestProxyForwardedHeaders(t *testing.T) {
 				t.Errorf("peer %s: origin got %s %q, want %q", tc.peer, k, v, want)
 			}
 		}
+	}
+}
+
+// gzipped compresses s.
+func gzipped(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := io.WriteString(zw, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// arrival is what the origin saw of one request.
+type arrival struct {
+	method, uri, cookie, acceptEncoding, body string
+}
+
+// passOrigin answers by path, as an origin would, and records each
+// request as it arrived.
+func passOrigin(t *testing.T, page string, got *arrival) *httptest.Server {
+	t.Helper()
+	zipped := gzipped(t, page)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		*got = arrival{r.Method, r.RequestURI, strings.Join(r.Header.Values("Cookie"), "|"), r.Header.Get("Accept-Encoding"), string(b)}
+		h := w.Header()
+		switch r.URL.Path {
+		case "/cookies":
+			h.Add("Set-Cookie", "a=1; Path=/; HttpOnly")
+			h.Add("Set-Cookie", "b=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT")
+			h.Add("Vary", "Accept")
+			h.Add("Vary", "Origin")
+		case "/gzip": // compressed whatever the client asked for
+			h.Set("Content-Type", "text/plain")
+			h.Set("Content-Encoding", "gzip")
+			h.Set("Content-Length", strconv.Itoa(len(zipped)))
+			_, _ = w.Write(zipped)
+			return
+		case "/moved":
+			h.Set("Location", "/elsewhere?x=1")
+			w.WriteHeader(http.StatusMovedPermanently)
+			return
+		case "/found":
+			h.Set("Location", "https://other.example/next")
+			w.WriteHeader(http.StatusFound)
+			return
+		case "/empty":
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case "/cached":
+			h.Set("ETag", `"v1"`)
+			if r.Header.Get("If-None-Match") == `"v1"` {
+				w.WriteHeader(http.StatusNotModified)
+				return
+			}
+		}
+		h.Set("Content-Type", "text/plain")
+		h.Set("Content-Length", strconv.Itoa(len(page)))
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, page)
+		}
+	}))
+	t.Cleanup(origin.Close)
+	return origin
+}
+
+// TestProxyPassesThrough: behind the pre-filter, the local server's proxy
+// hands the origin the request as the client sent it (path, query,
+// cookies, body) and the client the answer as the origin sent it: every
+// Set-Cookie, redirects not followed, 204 and 304 bodiless, a compressed
+// body decodable whether or not the client asked for gzip, a
+// Content-Length that matches the body, and the rate-limit headers.
+func TestProxyPassesThrough(t *testing.T) {
+	page := strings.Repeat("the origin's page. ", 200)
+	var got arrival
+	origin := passOrigin(t, page, &got)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, func(m map[string]any) {
+		m["plans"].(map[string]any)["free"] = map[string]any{"limits": []any{map[string]any{"name": "minute", "limit": 1000, "window": "1m"}}}
+	})
+	f := newFixture(t, cfg, func(o *Options) { o.Next = NewProxy(u, nil, nil) })
+	front := httptest.NewServer(f.h)
+	t.Cleanup(front.Close)
+	tr := &http.Transport{DisableCompression: true} // the test sees the bytes on the wire
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	tests := []struct {
+		name, method, target string
+		header               map[string]string
+		body                 string
+		arrived              arrival // what the origin must see; method is the request's, uri defaults to target
+		status               int
+		headers              map[string]string // "|" joins a header's values
+		gzip                 bool              // the client gets the gzip bytes, Content-Encoding: gzip
+		wantBody             string
+	}{
+		{name: "several Set-Cookie", target: "/cookies", status: 200,
+			headers:  map[string]string{"Set-Cookie": "a=1; Path=/; HttpOnly|b=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT", "Vary": "Accept|Origin"},
+			wantBody: page},
+		{name: "request cookies", target: "/page", header: map[string]string{"Cookie": "session=abc; theme=dark"},
+			arrived: arrival{cookie: "session=abc; theme=dark"}, status: 200, wantBody: page},
+		{name: "gzip, client accepts it", target: "/gzip", header: map[string]string{"Accept-Encoding": "gzip"},
+			arrived: arrival{acceptEncoding: "gzip"}, status: 200, gzip: true, wantBody: page},
+		{name: "gzip, client sent no Accept-Encoding", target: "/gzip", status: 200, gzip: true, wantBody: page},
+		{name: "gzip, client asked for identity", target: "/gzip", header: map[string]string{"Accept-Encoding": "identity"},
+			arrived: arrival{acceptEncoding: "identity"}, status: 200, gzip: true, wantBody: page},
+		{name: "301 not followed", target: "/moved", status: 301, headers: map[string]string{"Location": "/elsewhere?x=1"}},
+		{name: "302 to another host not followed", target: "/found", status: 302, headers: map[string]string{"Location": "https://other.example/next"}},
+		{name: "204", target: "/empty", status: 204, wantBody: ""},
+		{name: "304", target: "/cached", header: map[string]string{"If-None-Match": `"v1"`}, status: 304,
+			headers: map[string]string{"ETag": `"v1"`}, wantBody: ""},
+		{name: "HEAD", method: "HEAD", target: "/page", status: 200,
+			headers: map[string]string{"Content-Length": strconv.Itoa(len(page))}, wantBody: ""},
+		{name: "encoded and repeated query", target: "/search?q=a%2Bb%20c&tag=x&tag=y&empty=&plus=a+b&utf=%C3%A9", status: 200, wantBody: page},
+		{name: "query parameters Go cannot parse are dropped", target: "/search?a=1;b=2&q=100%&c=3", status: 200,
+			arrived: arrival{uri: "/search?c=3"}, wantBody: page},
+		{name: "%2F in the path", target: "/files/a%2Fb/c%20d", status: 200, wantBody: page},
+		{name: "POST body", method: "POST", target: "/upload", body: "\x00\x01binary\xff", status: 200,
+			arrived: arrival{body: "\x00\x01binary\xff"}, wantBody: page},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.method == "" {
+				tt.method = "GET"
+			}
+			r, err := http.NewRequest(tt.method, front.URL+tt.target, strings.NewReader(tt.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tt.header {
+				r.Header.Set(k, v)
+			}
+			got = arrival{}
+			res, err := client.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := io.ReadAll(res.Body)
+			res.Body.Close()
+			if err != nil {
+				t.Fatalf("reading the answer (%d bytes so far): %v", len(raw), err)
+			}
+			want := tt.arrived
+			want.method = tt.method
+			if want.uri == "" {
+				want.uri = tt.target
+			}
+			if got != want {
+				t.Errorf("origin saw %+v, want %+v", got, want)
+			}
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", res.StatusCode, tt.status)
+			}
+			for k, v := range tt.headers {
+				if g := strings.Join(res.Header.Values(k), "|"); g != v {
+					t.Errorf("%s %q, want %q", k, g, v)
+				}
+			}
+			for _, k := range []string{"RateLimit", "RateLimit-Policy", "X-RateLimit-Remaining"} {
+				if res.Header.Get(k) == "" {
+					t.Errorf("no %s on the proxied answer: %v", k, res.Header)
+				}
+			}
+			if cl := res.Header.Get("Content-Length"); cl != "" && tt.method != "HEAD" && cl != strconv.Itoa(len(raw)) {
+				t.Errorf("Content-Length %s, body %d bytes", cl, len(raw))
+			}
+			body := raw
+			if enc := res.Header.Get("Content-Encoding"); (enc == "gzip") != tt.gzip {
+				t.Fatalf("Content-Encoding %q, want gzip %v", enc, tt.gzip)
+			}
+			if tt.gzip {
+				zr, err := gzip.NewReader(bytes.NewReader(raw))
+				if err != nil {
+					t.Fatalf("gzip body: %v", err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatalf("gzip body: %v", err)
+				}
+			}
+			if string(body) != tt.wantBody {
+				t.Errorf("body of %d bytes, want %d bytes", len(body), len(tt.wantBody))
+			}
+		})
 	}
 }
