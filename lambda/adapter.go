@@ -17,12 +17,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// maxResponse bounds the response body the adapter buffers: Lambda refuses
-// a response payload over 6 MB (base64 makes a binary body 4/3 larger).
-const maxResponse = 4 << 20
-
 // maxPayload bounds the JSON the adapter returns to Lambda, headers and
-// encoded body included; Lambda refuses a response payload over 6 MB.
+// encoded body included; Lambda refuses a response payload over 6 MB. It
+// bounds the body the adapter buffers too: no encoding makes a body
+// smaller. Whether the body fits is decided on its encoded size, once it
+// is complete.
 const maxPayload = 6_000_000
 
 // Handler is the Lambda handler Adapt returns.
@@ -38,7 +37,8 @@ type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.Lambd
 
 // Adapt turns h into a Lambda handler. Every outcome is an HTTP response:
 // the returned error is always nil, a malformed event is a 400, a panic in
-// h a 500, a body too large for Lambda a 502.
+// h a 500, a body too large for Lambda or cut short (h panicked with
+// http.ErrAbortHandler) a 502.
 func Adapt(h http.Handler) Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.LambdaFunctionURLResponse, error) {
 		r, err := request(ctx, &ev)
@@ -46,23 +46,34 @@ func Adapt(h http.Handler) Handler {
 			return problem(http.StatusBadRequest, err.Error()), nil
 		}
 		w := &writer{header: http.Header{}}
-		if msg, ok := serve(h, w, r); !ok {
-			slog.Error("handler panic", slog.String("panic", msg), slog.String("path", r.URL.Path))
+		switch p := serve(h, w, r); {
+		case p == nil:
+		case p != http.ErrAbortHandler:
+			slog.Error("handler panic", slog.String("panic", fmt.Sprint(p)), slog.String("path", r.URL.Path))
 			return problem(http.StatusInternalServerError, "internal error"), nil
+		case !w.overflow:
+			// The handler gave up on a response it had begun: ReverseProxy
+			// does when the origin's body breaks off. What it wrote is
+			// not the answer.
+			return problem(http.StatusBadGateway, "the response was cut short"), nil
 		}
 		return w.response(), nil
 	}
 }
 
-// serve runs h, turning a panic into ok == false.
-func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (msg string, ok bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			msg, ok = fmt.Sprint(v), false
-		}
-	}()
+// server is the value of http.ServerContextKey in the requests the
+// adapter makes. The adapter plays net/http's server: it recovers
+// http.ErrAbortHandler, with which a handler aborts a response it has
+// begun. httputil.ReverseProxy aborts so only under a server; elsewhere it
+// returns normally from a body it could not copy whole, and a cut-off
+// answer would reach the client as a complete one.
+var server = &http.Server{}
+
+// serve runs h and returns what it panicked with, if it did.
+func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (p any) {
+	defer func() { p = recover() }()
 	h.ServeHTTP(w, r)
-	return "", true
+	return nil
 }
 
 type sourceIPKey struct{}
@@ -94,7 +105,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	if host == "" {
 		host = ev.Headers["host"]
 	}
-	target := "https://" + host + path
+	target := "https://" + host + escapePath(path)
 	if ev.RawQueryString != "" {
 		target += "?" + ev.RawQueryString
 	}
@@ -102,6 +113,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	if method == "" {
 		return nil, fmt.Errorf("lambda: event: requestContext.http.method is empty")
 	}
+	ctx = context.WithValue(ctx, http.ServerContextKey, server)
 	if ip, err := netip.ParseAddr(ev.RequestContext.HTTP.SourceIP); err == nil {
 		ctx = context.WithValue(ctx, sourceIPKey{}, ip)
 	}
@@ -130,6 +142,44 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	return r, nil
 }
 
+// escapePath makes rawPath a well-formed escaped path. Function URLs send
+// rawPath as the client sent it, escaped; an HTTP API sends it decoded (a
+// client's /a%3Fb arrives as /a?b, and its %2F as a slash nobody can tell
+// apart). So a byte that never stands literally in an escaped path is
+// escaped again: '?' and '#', which would otherwise start the query or a
+// fragment, a '%' that begins no escape, and spaces, controls and non-ASCII
+// bytes. An escaped path comes back unchanged.
+func escapePath(rawPath string) string {
+	const hex = "0123456789ABCDEF"
+	var b []byte // nil until the first byte that needs escaping
+	for i := 0; i < len(rawPath); i++ {
+		c := rawPath[i]
+		if c != '?' && c != '#' && c > ' ' && c < 0x7f && (c != '%' || isEscape(rawPath[i:])) {
+			if b != nil {
+				b = append(b, c)
+			}
+			continue
+		}
+		if b == nil {
+			b = append(make([]byte, 0, len(rawPath)+16), rawPath[:i]...)
+		}
+		b = append(b, '%', hex[c>>4], hex[c&15])
+	}
+	if b == nil {
+		return rawPath
+	}
+	return string(b)
+}
+
+// isEscape reports whether s starts with a percent escape, %XX.
+func isEscape(s string) bool {
+	return len(s) >= 3 && s[0] == '%' && isHex(s[1]) && isHex(s[2])
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
 // writer buffers a response for the Lambda result.
 type writer struct {
 	header   http.Header
@@ -154,9 +204,9 @@ func (w *writer) WriteHeader(code int) {
 
 func (w *writer) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
-	if w.body.Len()+len(p) > maxResponse {
+	if w.body.Len()+len(p) > maxPayload {
 		w.overflow = true
-		return 0, fmt.Errorf("lambda: response body over %d bytes", maxResponse)
+		return 0, fmt.Errorf("lambda: response body over %d bytes", maxPayload)
 	}
 	return w.body.Write(p)
 }

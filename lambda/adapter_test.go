@@ -2,20 +2,24 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -68,6 +72,17 @@ func TestRequestFromEvent(t *testing.T) {
 			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "203.0.113.7:0",
 			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.7",
 		}},
+		{"functionurl-cookies-gzip.json", seen{
+			method: "GET", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/files/a%2Fb?tag=x&tag=y&q=a%2Bb%20c",
+			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "198.51.100.20:0",
+			cookie: "session=abc; theme=dark", accept: "*/*", proto: "HTTP/1.1", ip: "198.51.100.20",
+		}},
+		// An HTTP API decodes the path: the client sent /files/what%3F.txt.
+		{"httpapi-decoded-path.json", seen{
+			method: "GET", url: "https://abcdef1234.execute-api.eu-west-1.amazonaws.com/files/what%3F.txt?v=2",
+			host: "abcdef1234.execute-api.eu-west-1.amazonaws.com", remote: "203.0.113.7:0",
+			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.7",
+		}},
 		{"functionurl-check-base64.json", seen{
 			method: "POST", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/v1/check",
 			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "10.1.2.3:0",
@@ -112,12 +127,26 @@ func TestResponseFromHandler(t *testing.T) {
 			_, _ = w.Write([]byte{0xff, 0x00, 0xfe})
 		}, 200, map[string]string{}, nil, base64.StdEncoding.EncodeToString([]byte{0xff, 0x00, 0xfe}), true},
 		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, 200, map[string]string{}, nil, "", false},
+		{"redirect", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", "https://other.example/next?x=1")
+			w.WriteHeader(http.StatusFound)
+		}, 302, map[string]string{"Location": "https://other.example/next?x=1"}, nil, "", false},
+		{"204", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }, 204, map[string]string{}, nil, "", false},
+		{"304", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("ETag", `"v1"`)
+			w.WriteHeader(http.StatusNotModified)
+		}, 304, map[string]string{"Etag": `"v1"`}, nil, "", false},
 		{"panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") },
 			500, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
 			`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal error"}` + "\n", false},
+		{"aborted", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "the first half")
+			panic(http.ErrAbortHandler)
+		}, 502, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
+			`{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the response was cut short"}` + "\n", false},
 		{"too large", func(w http.ResponseWriter, r *http.Request) {
 			chunk := strings.Repeat("x", 1<<20)
-			for range 5 {
+			for range 6 { // 6 MiB, over Lambda's 6,000,000 bytes as text
 				_, _ = io.WriteString(w, chunk)
 			}
 		}, 502, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
@@ -380,4 +409,263 @@ func TestProxyTellsOriginHTTPS(t *testing.T) {
 	if f := got.Get("X-Forwarded-For"); f != "203.0.113.7" {
 		t.Errorf("origin saw X-Forwarded-For %q, want the source IP 203.0.113.7", f)
 	}
+}
+
+// arrival is what the origin saw of one request.
+type arrival struct {
+	method, uri, cookie, acceptEncoding, body string
+}
+
+// gzipped compresses s.
+func gzipped(t *testing.T, s string) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	if _, err := io.WriteString(zw, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// gunzip decompresses b.
+func gunzip(t *testing.T, b []byte) []byte {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("gzip body: %v", err)
+	}
+	out, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatalf("gzip body: %v", err)
+	}
+	return out
+}
+
+// TestProxyThroughLambda: behind the pre-filter and the adapter, the
+// origin gets the request as the client sent it through API Gateway or a
+// Function URL (path, rawQueryString, the cookies field as one Cookie
+// header, Accept-Encoding, the body) and the client the answer as the
+// origin sent it: a compressed or binary body as base64 with a
+// Content-Length that matches it, HEAD bodiless, the rate-limit headers,
+// and a 502 for an answer Lambda cannot carry or the origin broke off.
+// (Statuses, Set-Cookie and repeated headers are the writer's:
+// TestResponseFromHandler; through the runtime: TestBootstrapEndToEnd.)
+func TestProxyThroughLambda(t *testing.T) {
+	page := strings.Repeat("the origin's page. ", 200)
+	zipped := gzipped(t, page)
+	var got arrival
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got = arrival{r.Method, r.RequestURI, strings.Join(r.Header.Values("Cookie"), "|"), r.Header.Get("Accept-Encoding"), string(b)}
+		h := w.Header()
+		body := page
+		switch r.URL.Path {
+		case "/gzip": // compressed whatever the client asked for
+			h.Set("Content-Encoding", "gzip")
+			body = string(zipped)
+		case "/cut": // the origin fails after the first bytes of its answer
+			if !r.URL.Query().Has("chunked") {
+				h.Set("Content-Length", "100")
+			}
+			_, _ = io.WriteString(w, "short")
+			_ = http.NewResponseController(w).Flush()
+			panic(http.ErrAbortHandler) // the origin's server closes the connection
+		case "/large":
+			n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+			body = strings.Repeat(r.URL.Query().Get("c"), n)
+		}
+		h.Set("Content-Length", strconv.Itoa(len(body)))
+		if r.Method != http.MethodHead {
+			_, _ = io.WriteString(w, body)
+		}
+	}))
+	t.Cleanup(origin.Close)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`{"plans": {"free": {"limits": [{"name": "minute", "limit": 1000, "window": "1m"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(u, nil, nil), ClientIP: sourceIP,
+		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := Adapt(h)
+	fnURL, httpAPI := event(t, "functionurl-get.json"), event(t, "httpapi-get.json")
+
+	tests := []struct {
+		name    string
+		ev      events.APIGatewayV2HTTPRequest
+		edit    func(ev *events.APIGatewayV2HTTPRequest)
+		arrived arrival // method defaults to GET, uri to rawPath?rawQueryString
+		status  int
+		headers map[string]string
+		gzip    bool   // the body is the gzip of page
+		body    string // decoded; for a 502, a part of the problem's detail
+	}{
+		{name: "request cookies", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RawQueryString = "" },
+			arrived: arrival{uri: "/hello", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "gzip, client accepts it", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.Headers = "/gzip", map[string]string{"accept-encoding": "gzip, deflate, br"}
+		}, arrived: arrival{acceptEncoding: "gzip, deflate, br"}, status: 200, headers: map[string]string{"Content-Encoding": "gzip"}, gzip: true},
+		{name: "gzip, client sent no Accept-Encoding", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RawPath = "/gzip" },
+			status: 200, headers: map[string]string{"Content-Encoding": "gzip"}, gzip: true},
+		{name: "HEAD", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RequestContext.HTTP.Method = "HEAD" },
+			arrived: arrival{method: "HEAD"}, status: 200, headers: map[string]string{"Content-Length": strconv.Itoa(len(page))}},
+		{name: "encoded and repeated query", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawQueryString = "q=a%2Bb%20c&tag=x&tag=y&empty=&plus=a+b&utf=%C3%A9"
+		}, arrived: arrival{cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "Function URL: %2F stays encoded", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RawPath = "/files/a%2Fb/c%20d" },
+			status: 200, body: page},
+		// An HTTP API decodes rawPath: a client's %3F, %23, %25 and %20
+		// arrive as ?, #, % and a space, and must not be read as the
+		// start of a query, a fragment or an escape.
+		{name: "HTTP API: decoded ? in the path", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/files/what?.txt", "x=1"
+		}, arrived: arrival{uri: "/files/what%3F.txt?x=1", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "HTTP API: decoded # in the path", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/notes/#1", "x=1"
+		}, arrived: arrival{uri: "/notes/%231?x=1", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "HTTP API: decoded %, space, UTF-8 in the path", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/100%/a b/é/%zz", ""
+		}, arrived: arrival{uri: "/100%25/a%20b/%C3%A9/%25zz", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "binary request body", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RequestContext.HTTP.Method, ev.Body, ev.IsBase64Encoded = "POST", base64.StdEncoding.EncodeToString([]byte("\x00\x01bin\xff")), true
+		}, arrived: arrival{method: "POST", body: "\x00\x01bin\xff"}, status: 200, body: page},
+		{name: "4.4 MB binary request body", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RequestContext.HTTP.Method, ev.IsBase64Encoded = "PUT", true
+			ev.Body = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xff, 0}, 2_200_000))
+		}, arrived: arrival{method: "PUT", body: strings.Repeat("\xff\x00", 2_200_000)}, status: 200, body: page},
+		{name: "body cut short of its Content-Length is a 502", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RawPath = "/cut" },
+			status: 502, headers: map[string]string{"Content-Type": "application/problem+json"}, body: "cut short"},
+		{name: "chunked body cut short is a 502", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/cut", "chunked"
+		}, status: 502, headers: map[string]string{"Content-Type": "application/problem+json"}, body: "cut short"},
+		{name: "5.9 MB text answer fits", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/large", "n=5900000&c=x"
+		}, status: 200, body: strings.Repeat("x", 5_900_000)},
+		{name: "4.4 MB binary answer fits as base64", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/large", "n=4400000&c=%FF"
+		}, status: 200, body: strings.Repeat("\xff", 4_400_000)},
+		{name: "6.1 MB text answer is a 502", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/large", "n=6100000&c=x"
+		}, status: 502, headers: map[string]string{"Content-Type": "application/problem+json"}, body: "too large"},
+		{name: "4.6 MB binary answer is a 502", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/large", "n=4600000&c=%FF"
+		}, status: 502, headers: map[string]string{"Content-Type": "application/problem+json"}, body: "too large"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := tt.ev
+			ev.Headers = maps.Clone(ev.Headers)
+			tt.edit(&ev)
+			got = arrival{}
+			res, err := handle(context.Background(), ev)
+			if err != nil {
+				t.Fatalf("Adapt error %v: every outcome must be a response", err)
+			}
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d: %.200s", res.StatusCode, tt.status, res.Body)
+			}
+			want := tt.arrived
+			if want.method == "" {
+				want.method = "GET"
+			}
+			if want.uri == "" {
+				want.uri = ev.RawPath
+				if ev.RawQueryString != "" {
+					want.uri += "?" + ev.RawQueryString
+				}
+			}
+			if got != want {
+				t.Errorf("origin saw %+v, want %+v", got, want)
+			}
+			for k, v := range tt.headers {
+				if g := res.Headers[k]; g != v {
+					t.Errorf("header %s %q, want %q (headers %v)", k, g, v, res.Headers)
+				}
+			}
+			if tt.status == 502 {
+				if !strings.Contains(res.Body, tt.body) {
+					t.Errorf("502 %s, want %q in it", res.Body, tt.body)
+				}
+				return
+			}
+			for _, k := range []string{"Ratelimit", "Ratelimit-Policy", "X-Ratelimit-Remaining"} {
+				if res.Headers[k] == "" {
+					t.Errorf("no %s on the proxied answer: %v", k, res.Headers)
+				}
+			}
+			body := []byte(res.Body)
+			if res.IsBase64Encoded {
+				if body, err = base64.StdEncoding.DecodeString(res.Body); err != nil {
+					t.Fatal(err)
+				}
+			} else if !utf8.Valid(body) {
+				t.Errorf("binary body not base64")
+			}
+			if cl, ok := res.Headers["Content-Length"]; ok && ev.RequestContext.HTTP.Method != "HEAD" && cl != strconv.Itoa(len(body)) {
+				t.Errorf("Content-Length %s, body %d bytes", cl, len(body))
+			}
+			if tt.gzip {
+				body, tt.body = gunzip(t, body), page
+			}
+			if string(body) != tt.body {
+				t.Errorf("body of %d bytes, want %d bytes", len(body), len(tt.body))
+			}
+		})
+	}
+}
+
+// escapePathCases: rawPath as an HTTP API (decoded) or a Function URL
+// (escaped) sends it, and the escaped path the request gets.
+var escapePathCases = []struct{ in, want string }{
+	{"/hello", "/hello"},
+	{"/a%2Fb/%C3%A9/%7e", "/a%2Fb/%C3%A9/%7e"}, // escaped already: unchanged
+	{"/what?.txt", "/what%3F.txt"},
+	{"/notes/#1", "/notes/%231"},
+	{"/100%", "/100%25"},
+	{"/%zz/%4", "/%25zz/%254"},
+	{"/a b/é/\x00\x7f", "/a%20b/%C3%A9/%00%7F"},
+	{"", ""},
+}
+
+func TestEscapePath(t *testing.T) {
+	for _, tt := range escapePathCases {
+		if got := escapePath(tt.in); got != tt.want {
+			t.Errorf("escapePath(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// FuzzEscapePath: the result is a path url.Parse takes whole (no query or
+// fragment split off, no invalid escape), escaping it again changes
+// nothing, and a path without '%' (a decoded one) unescapes to itself.
+func FuzzEscapePath(f *testing.F) {
+	for _, tt := range escapePathCases {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		e := escapePath(p)
+		back, err := url.PathUnescape(e)
+		if err != nil {
+			t.Fatalf("escapePath(%q) = %q: %v", p, e, err)
+		}
+		if u, err := url.Parse("https://h/" + e); err != nil || u.Path != "/"+back || u.RawQuery != "" || u.Fragment != "" {
+			t.Fatalf("escapePath(%q) = %q parses as %#v, %v; want the path %q alone", p, e, u, err, "/"+back)
+		}
+		if again := escapePath(e); again != e {
+			t.Errorf("escapePath(%q) = %q, escaped again %q", p, e, again)
+		}
+		if !strings.Contains(p, "%") && back != p {
+			t.Errorf("escapePath(%q) = %q unescapes to %q", p, e, back)
+		}
+	})
 }

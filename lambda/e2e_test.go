@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -194,8 +195,19 @@ func TestBootstrapEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildBootstrap(t)
+	zipped := gzipped(t, "hello from the origin\n")
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain")
+		h := w.Header()
+		h.Set("Content-Type", "text/plain")
+		h.Set("X-Seen", r.RequestURI+"|"+r.Header.Get("Cookie")+"|"+r.Header.Get("Accept-Encoding"))
+		if strings.HasPrefix(r.URL.Path, "/files/") {
+			h.Add("Set-Cookie", "a=1; Path=/; HttpOnly")
+			h.Add("Set-Cookie", "b=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT")
+			h.Set("Content-Encoding", "gzip")
+			h.Set("Content-Length", strconv.Itoa(len(zipped)))
+			_, _ = w.Write(zipped)
+			return
+		}
 		_, _ = io.WriteString(w, "hello from the origin\n")
 	}))
 	t.Cleanup(origin.Close)
@@ -263,6 +275,34 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	warmStart := time.Now()
 	check429(t, rt.invoke(t, fixture("httpapi-get.json"), exited))
 	t.Logf("warm invocation (429): %s", time.Since(warmStart).Round(time.Microsecond))
+
+	// Through the runtime's JSON: the request as the client sent it, the
+	// origin's cookies and its gzip body (base64) as it sent them.
+	res := rt.invoke(t, fixture("functionurl-cookies-gzip.json"), exited)
+	if res.StatusCode != http.StatusOK || !res.IsBase64Encoded || res.Headers["Content-Encoding"] != "gzip" {
+		t.Fatalf("cookies and gzip: %d base64=%v %v; want 200, base64, Content-Encoding: gzip", res.StatusCode, res.IsBase64Encoded, res.Headers)
+	}
+	if got, want := res.Headers["X-Seen"], "/files/a%2Fb?tag=x&tag=y&q=a%2Bb%20c|session=abc; theme=dark|gzip, deflate, br"; got != want {
+		t.Errorf("origin saw %q, want %q", got, want)
+	}
+	if got, want := strings.Join(res.Cookies, "|"), "a=1; Path=/; HttpOnly|b=2; Expires=Wed, 21 Oct 2026 07:28:00 GMT"; got != want {
+		t.Errorf("cookies %q, want %q", got, want)
+	}
+	raw, err := base64.StdEncoding.DecodeString(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := res.Headers["Content-Length"], strconv.Itoa(len(raw)); got != want {
+		t.Errorf("Content-Length %s, body %d bytes", got, len(raw))
+	}
+	if got := string(gunzip(t, raw)); got != "hello from the origin\n" || res.Headers["Ratelimit"] == "" {
+		t.Errorf("body %q, RateLimit %q; want the origin's page and the header", got, res.Headers["Ratelimit"])
+	}
+	// An HTTP API's decoded path: the client's %3F is not a query.
+	res = rt.invoke(t, withSourceIP(t, fixture("httpapi-decoded-path.json"), "198.51.100.21"), exited)
+	if got, want := res.Headers["X-Seen"], "/files/what%3F.txt?v=2||"; res.StatusCode != http.StatusOK || got != want {
+		t.Errorf("decoded path: %d, origin saw %q; want 200, %q", res.StatusCode, got, want)
+	}
 
 	if res := rt.invoke(t, fixture("functionurl-check-base64.json"), exited); res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
 		t.Errorf("check API: %d %s; want 200 allowed", res.StatusCode, res.Body)
