@@ -225,6 +225,19 @@ func addHeader(dst, src http.Header) {
 	}
 }
 
+// joinRequestHeader undoes, in place, syumai's split of a request's header
+// values at their commas (see addHeader), before anything reads them: the
+// pre-filter hashed only the first piece of an X-API-Key or Authorization
+// value, so the keys "K,a" and "K" were one client, and a check token
+// followed by ",anything" passed.
+func joinRequestHeader(h http.Header) {
+	for k, vs := range h {
+		if len(vs) > 1 {
+			h[k] = []string{strings.Join(vs, ",")}
+		}
+	}
+}
+
 // setCookies joins the comma-split pieces of Set-Cookie values back into
 // cookies.
 func setCookies(pieces []string) []string {

@@ -175,6 +175,27 @@ func TestProxyHeadersAsSent(t *testing.T) {
 	}
 }
 
+// TestJoinRequestHeader: a request's values, split at their commas on the
+// way into Go, are whole again before the pre-filter reads them.
+func TestJoinRequestHeader(t *testing.T) {
+	sent := http.Header{
+		"X-Api-Key":     {"K,a"},
+		"Authorization": {"Bearer t0k,en, x"},
+		"Accept":        {"text/html, application/json"},
+		"X-One":         {"plain"},
+	}
+	h := jsSplit(sent)
+	if len(h["X-Api-Key"]) != 2 {
+		t.Fatalf("jsSplit: X-Api-Key %q, want two pieces", h["X-Api-Key"])
+	}
+	joinRequestHeader(h)
+	for k, want := range sent {
+		if got := h[k]; !slices.Equal(got, want) {
+			t.Errorf("%s %q, want %q", k, got, want)
+		}
+	}
+}
+
 // failReader fails the test that reads it: fetch's body of an answer
 // without one is a null stream, which syumai's reader cannot read.
 type failReader struct{ t *testing.T }

@@ -36,3 +36,12 @@ func (l jsEventLog) Lines() []string {
 	}
 	return lines
 }
+
+// WriteRawJSBody passes a JavaScript body stream on, as syumai's own writer
+// takes it (a proxied answer's body goes over as fetch gave it, not through
+// Go), so that the debug Worker's answers, which the tests read, take the
+// production Worker's path. The debug Worker wraps syumai's writer only.
+func (m *memWriter) WriteRawJSBody(body js.Value) {
+	m.stamp()
+	m.ResponseWriter.(interface{ WriteRawJSBody(js.Value) }).WriteRawJSBody(body)
+}

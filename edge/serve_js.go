@@ -43,6 +43,7 @@ func serve() {
 	// link ServeMux and its routing (about 50 KB of Wasm).
 	h := build(later)
 	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		joinRequestHeader(r.Header)
 		readBody(r)
 		h.ServeHTTP(w, r)
 		drain(r)

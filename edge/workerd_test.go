@@ -378,6 +378,27 @@ func TestWorkerdCompressedOrigin(t *testing.T) {
 	}
 }
 
+// TestWorkerdKeyWithComma: syumai splits header values at their commas;
+// the Worker hashes the whole key, so "K,a" is a client of its own, not K.
+func TestWorkerdKeyWithComma(t *testing.T) {
+	w := slidegateWorker(t)
+	client := &http.Client{Timeout: 30 * time.Second}
+	k := randomKey(t)
+	for i := range 5 { // the free plan's quota
+		if res, body := get(t, client, w.URL+"/v1/items", k+",a"); res.StatusCode != http.StatusOK {
+			t.Fatalf("request %d with %q: %d %s", i+1, k+",a", res.StatusCode, body)
+		}
+	}
+	if res, _ := get(t, client, w.URL+"/v1/items", k+",a"); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("sixth request with %q: %d, want 429", k+",a", res.StatusCode)
+	}
+	for _, other := range []string{k, k + ",b", k + ", a"} {
+		if res, _ := get(t, client, w.URL+"/v1/items", other); res.StatusCode != http.StatusOK {
+			t.Errorf("first request with %q: %d, want 200 (another client)", other, res.StatusCode)
+		}
+	}
+}
+
 // TestWorkerdClientIP: without an API key the client is its
 // CF-Connecting-IP.
 func TestWorkerdClientIP(t *testing.T) {
