@@ -318,13 +318,7 @@ func TestWorkerdRequestBodies(t *testing.T) {
 // gzipPath is where the test origin answers gzip-compressed.
 const gzipPath = "/v1/gzip/"
 
-func gzipped(s string) []byte {
-	var b bytes.Buffer
-	z := gzip.NewWriter(&b)
-	_, _ = io.WriteString(z, strings.Repeat(s+"\n", 50))
-	_ = z.Close()
-	return b.Bytes()
-}
+func gzipped(s string) []byte { return testenv.Gzip(strings.Repeat(s+"\n", 50)) }
 
 // TestWorkerdCompressedOrigin: an origin's gzip-compressed answer reaches
 // the client intact. fetch in a Worker hands the body over decompressed

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 // TestProxyErrorLog: an origin that cuts its response body short, of its
@@ -131,20 +133,6 @@ func TestProxyForwardedHeaders(t *testing.T) {
 	}
 }
 
-// gzipped compresses s.
-func gzipped(t *testing.T, s string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	if _, err := io.WriteString(zw, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // arrival is what the origin saw of one request.
 type arrival struct {
 	method, uri, cookie, acceptEncoding, body string
@@ -154,7 +142,7 @@ type arrival struct {
 // request as it arrived.
 func passOrigin(t *testing.T, page string, got *arrival) *httptest.Server {
 	t.Helper()
-	zipped := gzipped(t, page)
+	zipped := testenv.Gzip(page)
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		*got = arrival{r.Method, r.RequestURI, strings.Join(r.Header.Values("Cookie"), "|"), r.Header.Get("Accept-Encoding"), string(b)}

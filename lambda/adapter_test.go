@@ -25,6 +25,7 @@ import (
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 // event reads a fixture from testdata.
@@ -416,20 +417,6 @@ type arrival struct {
 	method, uri, cookie, acceptEncoding, body string
 }
 
-// gzipped compresses s.
-func gzipped(t *testing.T, s string) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	if _, err := io.WriteString(zw, s); err != nil {
-		t.Fatal(err)
-	}
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
-}
-
 // gunzip decompresses b.
 func gunzip(t *testing.T, b []byte) []byte {
 	t.Helper()
@@ -455,7 +442,7 @@ func gunzip(t *testing.T, b []byte) []byte {
 // TestResponseFromHandler; through the runtime: TestBootstrapEndToEnd.)
 func TestProxyThroughLambda(t *testing.T) {
 	page := strings.Repeat("the origin's page. ", 200)
-	zipped := gzipped(t, page)
+	zipped := testenv.Gzip(page)
 	var got arrival
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/internal/dynalite"
+	"github.com/slidegate/slidegate/internal/testenv"
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 )
 
@@ -195,7 +196,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := buildBootstrap(t)
-	zipped := gzipped(t, "hello from the origin\n")
+	zipped := testenv.Gzip("hello from the origin\n")
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Type", "text/plain")

@@ -1,10 +1,13 @@
 // Package testenv is what slidegate's integration harnesses share: finding
 // the repository and its pinned npm tools, the rule that a missing real
 // component fails under CI and skips elsewhere, free loopback ports, and a
-// bounded log buffer for a child process's output.
+// bounded log buffer for a child process's output, and gzip for origins
+// that compress.
 package testenv
 
 import (
+	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"net"
@@ -111,4 +114,14 @@ func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return string(b.buf)
+}
+
+// Gzip returns s gzip-compressed, as an origin behind a compressing
+// middleware sends it. Writing to memory cannot fail.
+func Gzip(s string) []byte {
+	var b bytes.Buffer
+	z := gzip.NewWriter(&b)
+	_, _ = z.Write([]byte(s))
+	_ = z.Close()
+	return b.Bytes()
 }
