@@ -17,6 +17,7 @@ import (
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/internal/jsonlog"
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
 	"github.com/slidegate/slidegate/limiter"
 	"github.com/slidegate/slidegate/window"
 )
@@ -151,7 +152,7 @@ func New(o Options) (*Handler, error) {
 		now:         o.Now,
 		log:         o.Logger,
 		timeout:     cfg.Timeout(),
-		inMemory:    o.Store == nil && o.Local == nil,
+		inMemory:    inMemory(o.Store) && inMemory(o.Local),
 		deny:        cfg.DenyOnStoreError(),
 		shadow:      cfg.Shadow,
 		countDenied: cfg.CountDenied,
@@ -194,6 +195,13 @@ func New(o Options) (*Handler, error) {
 		h.keys[hash] = keyEntry{plan: h.plans[name], id: keyPrefix + hash}
 	}
 	return h, nil
+}
+
+// inMemory reports whether st is a memory store (nil: the limiter's
+// own), which answers at once: no store_timeout timer is needed.
+func inMemory(st kvstore.Store) bool {
+	_, ok := st.(*memstore.Store)
+	return st == nil || ok
 }
 
 func rules(ls []config.Limit) []limiter.Rule {

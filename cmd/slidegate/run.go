@@ -20,6 +20,7 @@ import (
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
 )
 
 const usage = `usage:
@@ -114,7 +115,13 @@ type serveFlags struct {
 	demo                   bool
 	store, table, endpoint string
 	createTable            bool
+	maxIdentities          int
+	maxIdentitiesSet       bool // given on the command line
 }
+
+// defaultMaxIdentities bounds the memory store: about 340 bytes each for
+// a minute-and-day plan, so some 340 MB of live heap when full.
+const defaultMaxIdentities = 1_000_000
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
@@ -128,12 +135,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.table, "table", "", "DynamoDB `TABLE` (--store dynamodb)")
 	fs.StringVar(&f.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:4567 for dynalite")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the DynamoDB table if it does not exist")
+	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities the memory store holds (`N`; 0: no bound); a new one beyond is a store error, answered per on_store_error")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h or --help: the flag set printed the flags
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	fs.Visit(func(fl *flag.Flag) { f.maxIdentitiesSet = f.maxIdentitiesSet || fl.Name == "max-identities" })
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
@@ -220,16 +229,22 @@ func orNone(s string) string {
 	return s
 }
 
-// openStore returns the shared counter store: nil (the limiter's memory
-// store) or DynamoDB.
+// openStore returns the shared counter store: memory, bounded to
+// --max-identities, or DynamoDB.
 func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.Store, error) {
 	switch f.store {
 	case "memory":
 		if f.table != "" || f.endpoint != "" || f.createTable {
 			return nil, fmt.Errorf("%w: --table, --endpoint and --create-table need --store dynamodb", errUsage)
 		}
-		return nil, nil
+		if f.maxIdentities < 0 {
+			return nil, fmt.Errorf("%w: --max-identities %d: must be 0 (no bound) or more", errUsage, f.maxIdentities)
+		}
+		return memstore.NewLimited(f.maxIdentities), nil
 	case "dynamodb":
+		if f.maxIdentitiesSet {
+			return nil, fmt.Errorf("%w: --max-identities needs --store memory", errUsage)
+		}
 		if f.table == "" {
 			return nil, fmt.Errorf("%w: --store dynamodb needs --table", errUsage)
 		}

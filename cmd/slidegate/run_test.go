@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/internal/dynalite"
 	"github.com/slidegate/slidegate/internal/testenv"
 )
@@ -66,6 +68,9 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--table", "t"},
 		{"serve", "--bogus"},
 		{"serve", "--origin", "ftp://x", "--listen", "127.0.0.1:0"},
+		{"serve", "--max-identities", "-1"},
+		{"serve", "--max-identities", "many"},
+		{"serve", "--store", "dynamodb", "--table", "t", "--max-identities", "5"},
 	} {
 		err := run(context.Background(), args, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
@@ -153,6 +158,45 @@ func TestServeInProcess(t *testing.T) {
 	})
 	if !strings.Contains(out.String(), "slidegate: stopped") {
 		t.Errorf("output %q", out.String())
+	}
+}
+
+// TestServeMaxIdentities: the memory store holds about --max-identities
+// identities (here 256, one per shard); a request of a new one beyond that
+// is a store error, answered per on_store_error (deny: 503, marked), while
+// the identities held are limited as before.
+func TestServeMaxIdentities(t *testing.T) {
+	base, _ := serveInProcess(t, "--config", "testdata/e2e.json", "--demo-origin", "--max-identities", "256")
+	send := func(key string) *http.Response {
+		req, _ := http.NewRequest("GET", base+"/x", nil)
+		req.Header.Set("X-API-Key", key)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	refused := ""
+	for i := 0; i < 2000 && refused == ""; i++ {
+		key := fmt.Sprintf("key-%d", i)
+		switch res := send(key); {
+		case res.StatusCode == http.StatusOK:
+		case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(httpapi.StoreHeader) == httpapi.StoreErrorDenied:
+			refused = key
+		default:
+			t.Fatalf("%s: %d %v", key, res.StatusCode, res.Header)
+		}
+	}
+	if refused == "" {
+		t.Fatal("2,000 identities and none refused by a store bound to 256")
+	}
+	// key-0 is held: limited as before (3 a minute, one spent).
+	for i, want := range []int{200, 200, 429} {
+		if got := send("key-0").StatusCode; got != want {
+			t.Errorf("key-0, request %d: %d, want %d", i+2, got, want)
+		}
 	}
 }
 

@@ -6,6 +6,8 @@ package memstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"sync"
@@ -28,17 +30,24 @@ const sweepEvery = int64(time.Second)
 
 var _ kvstore.RuleUpdater = (*Store)(nil)
 
+// ErrFull is the error of a write for a new identity while the store holds
+// as many identities as NewLimited allows. Known identities are counted as
+// before; the store has room again as counters expire.
+var ErrFull = errors.New("memstore: full")
+
 // Store keeps counters in process memory. The zero value is not usable; call
 // New. A Store is safe for concurrent use.
 //
 // Memory is bounded by the live identities: a counter is dropped once the
 // store has seen, for any identity in the same shard, a bucket that starts
 // at or after the counter's Slot.Expires (two periods after its bucket
-// began). The store reads no clock; bucket starts are its time. It keeps
-// the id string an identity was first given with, not a copy.
+// began), and NewLimited bounds how many identities it holds. The store
+// reads no clock; bucket starts are its time. It keeps the id string an
+// identity was first given with, not a copy.
 type Store struct {
 	shards [shardCount]shard // first, so that shards start on a cache line
 	seed   maphash.Seed
+	full   error // ErrFull with the bound; nil when unbounded
 }
 
 // shard is one hash table of identities: open addressing with linear
@@ -57,7 +66,8 @@ type Store struct {
 type shard struct {
 	mu        sync.Mutex
 	tab       atomic.Pointer[table] // nil until the first insert
-	n         int                   // slots in use
+	n         int32                 // slots in use
+	limit     int32                 // most slots in use; 0: no bound
 	now       atomic.Int64          // latest bucket start seen, Unix nanoseconds
 	nextSweep atomic.Int64
 	rules     []*ruleKey // the rules of the slots' pairs; 64 bytes in all
@@ -147,6 +157,26 @@ func New() *Store {
 	return &Store{seed: maphash.MakeSeed()}
 }
 
+// NewLimited returns an empty Store that holds at most about maxIdentities
+// identities: a write for a new one beyond that fails with ErrFull (the
+// limiter reports it as a store error, and the HTTP layer answers it per
+// on_store_error), so that a flood of made-up identities cannot take the
+// process's memory; identities it holds are counted as before. The bound
+// is kept per shard, so a new identity can be refused somewhat before the
+// store as a whole is full. maxIdentities <= 0 means no bound (New).
+func NewLimited(maxIdentities int) *Store {
+	s := New()
+	if maxIdentities <= 0 {
+		return s
+	}
+	per := int32(min((maxIdentities+shardCount-1)/shardCount, 1<<30))
+	for i := range s.shards {
+		s.shards[i].limit = per
+	}
+	s.full = fmt.Errorf("%w: it holds about %d identities, its bound", ErrFull, int64(per)*shardCount)
+	return s
+}
+
 // shard returns the shard of id and id's hash: hashed once, the low bits
 // pick the shard and the bits above them the slot and the tag.
 func (s *Store) shard(id string) (*shard, uint64) {
@@ -192,13 +222,17 @@ func (sh *shard) locked(id string, h uint64) (*slot, int) {
 
 // insert returns the index of id's slot, locked, adding an empty one when
 // there is none; sh.mu must be held. The caller gives it a counter before
-// it unlocks it (an empty slot is free).
+// it unlocks it (an empty slot is free). It returns nil when id is new
+// and the shard holds its limit of identities.
 func (sh *shard) insert(id string, h uint64) (*slot, int) {
 	if s, i := sh.locked(id, h); s != nil {
 		return s, i
 	}
+	if sh.limit > 0 && sh.n >= sh.limit {
+		return nil, -1
+	}
 	t := sh.tab.Load()
-	if t == nil || 4*(sh.n+1) > 3*len(t.tags) { // at most three quarters in use
+	if t == nil || 4*(int(sh.n)+1) > 3*len(t.tags) { // at most three quarters in use
 		n := minSlots
 		if t != nil {
 			n = 2 * len(t.tags)
@@ -459,13 +493,19 @@ func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
 
 // write returns id's slot, locked, for a write to slots: without the
 // shard's lock (i < 0) when known allows it, else with the shard's lock
-// held and the slot at index i, inserted when missing.
+// held and the slot at index i, inserted when missing. A nil slot (the
+// shard is full) comes with the shard's lock held.
 func (sh *shard) write(id string, h uint64, slots []kvstore.Slot) (s *slot, i int) {
 	if s = sh.known(id, h, slots); s != nil {
 		return s, -1
 	}
 	sh.mu.Lock()
-	return sh.insert(id, h)
+	if s, i = sh.insert(id, h); s == nil {
+		// Full: counters expired by this write's time may make room.
+		sh.observe(slots)
+		s, i = sh.insert(id, h)
+	}
+	return s, i
 }
 
 // done ends a write that write began: it unlocks the slot and, when the
@@ -511,6 +551,10 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
 	sl, i := sh.write(id, h, slots)
+	if sl == nil {
+		sh.mu.Unlock()
+		return s.full
+	}
 	for k, x := range slots {
 		if costs[k] != 0 {
 			*sh.counter(sl, x) += costs[k]
@@ -520,13 +564,23 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	return nil
 }
 
-// AddIf implements kvstore.Conditional. It never fails. The limiter
-// calls Update on this store, so AddIf always takes the shard's lock.
+// AddIf implements kvstore.Conditional. It fails only with ErrFull. The
+// limiter calls Update on this store, so AddIf always takes the shard's
+// lock.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
 	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sl, i := sh.insert(id, h)
+	if sl == nil {
+		for _, c := range conds { // see write
+			sh.observeSlot(c.Slot)
+		}
+		sh.sweep()
+		if sl, i = sh.insert(id, h); sl == nil {
+			return false, s.full
+		}
+	}
 	ok := true
 	for k, c := range conds {
 		counts[k] = count(sl, c.Slot)
@@ -551,10 +605,14 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 	return ok, nil
 }
 
-// Update implements kvstore.Updater. It never fails.
+// Update implements kvstore.Updater. It fails only with ErrFull.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
 	sh, h := s.shard(id)
 	sl, i := sh.write(id, h, slots)
+	if sl == nil {
+		sh.mu.Unlock()
+		return false, s.full
+	}
 	for k, x := range slots {
 		counts[k] = count(sl, x)
 	}
@@ -568,7 +626,7 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	return ok, nil
 }
 
-// UpdateRule implements kvstore.RuleUpdater. It never fails.
+// UpdateRule implements kvstore.RuleUpdater. It fails only with ErrFull.
 //
 // The common check (a known identity whose pair counts r, at or after the
 // pair's bucket, in time the shard has seen, no sweep due) holds only its
@@ -599,14 +657,23 @@ func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos wind
 			sl.mu.Unlock()
 		}
 	}
-	return sh.updateRule(id, h, r, pos, cost)
+	return sh.updateRule(id, h, r, pos, cost, s.full)
 }
 
-// updateRule is UpdateRule under the shard's lock.
-func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
+// updateRule is UpdateRule under the shard's lock; full is the error of a
+// full shard.
+func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64, full error) (prev, cur int64, ok bool, err error) {
 	cs := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 	sh.mu.Lock()
 	sl, i := sh.insert(id, h)
+	if sl == nil {
+		sh.observeSlot(cs) // see write
+		sh.sweep()
+		if sl, i = sh.insert(id, h); sl == nil {
+			sh.mu.Unlock()
+			return 0, 0, false, full
+		}
+	}
 	prev = count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
 	cur = count(sl, cs)
 	ok = r.AdmitsAt(pos, prev, cur, cost)
@@ -628,7 +695,7 @@ func (s *Store) Len() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += sh.n
+		n += int(sh.n)
 		sh.mu.Unlock()
 	}
 	return n
@@ -713,7 +780,7 @@ func (sh *shard) sweepNow() {
 		i++
 	}
 	// Give back the table of identities that have gone.
-	if n := len(t.tags); n > minSlots && sh.n < n/8 {
-		sh.resize(max(minSlots, 1<<bits.Len(uint(2*sh.n))))
+	if n := len(t.tags); n > minSlots && int(sh.n) < n/8 {
+		sh.resize(max(minSlots, 1<<bits.Len(uint(2*int(sh.n)))))
 	}
 }

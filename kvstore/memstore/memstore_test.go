@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -17,6 +18,84 @@ import (
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(*testing.T) kvstore.Store { return New() })
+	t.Run("Limited", func(t *testing.T) {
+		storetest.Run(t, func(*testing.T) kvstore.Store { return NewLimited(1 << 20) })
+	})
+}
+
+// TestLimitedRefusesNewIdentities fills a store bounded to two identities
+// per shard: every kind of write refuses a new identity with ErrFull and
+// leaves nothing behind, the identities it holds are counted as before,
+// and once their counters expire it takes new ones again.
+func TestLimitedRefusesNewIdentities(t *testing.T) {
+	ctx := context.Background()
+	s := NewLimited(2 * shardCount)
+	minute := window.Rule{Name: "minute", Limit: 100, Period: time.Minute}
+	pos := minute.At(t0)
+	var held []string
+	for i := 0; len(held) < 2*shardCount; i++ {
+		id := fmt.Sprintf("id-%d", i)
+		_, _, ok, err := s.UpdateRule(ctx, id, minute, pos, 1)
+		switch {
+		case err == nil && ok:
+			held = append(held, id)
+		case errors.Is(err, ErrFull):
+			// Its shard is full: others are not yet.
+		default:
+			t.Fatalf("UpdateRule(%s) = %v, %v", id, ok, err)
+		}
+		if i > 100*shardCount {
+			t.Fatalf("only %d identities held after %d tries", len(held), i)
+		}
+	}
+	if got := s.Len(); got != 2*shardCount {
+		t.Fatalf("Len = %d, want %d", got, 2*shardCount)
+	}
+	slots := []kvstore.Slot{minuteSlot(t0)}
+	counts := make([]int64, 1)
+	writes := map[string]func(id string) error{
+		"UpdateRule": func(id string) error { _, _, _, err := s.UpdateRule(ctx, id, minute, pos, 1); return err },
+		"Add":        func(id string) error { return s.Add(ctx, id, slots, []int64{1}) },
+		"Update": func(id string) error {
+			_, err := s.Update(ctx, id, slots, counts, []int64{1}, admitAll{})
+			return err
+		},
+		"AddIf": func(id string) error {
+			_, err := s.AddIf(ctx, id, []kvstore.Cond{{Slot: slots[0], Max: 10, Add: 1}}, counts)
+			return err
+		},
+	}
+	for name, write := range writes {
+		if err := write("new-" + name); !errors.Is(err, ErrFull) {
+			t.Errorf("%s of a new identity into a full store: %v, want ErrFull", name, err)
+		}
+		if err := write(held[0]); err != nil {
+			t.Errorf("%s of a held identity: %v", name, err)
+		}
+	}
+	if got := s.Len(); got != 2*shardCount {
+		t.Errorf("Len = %d after refusals, want %d", got, 2*shardCount)
+	}
+	expectLoad(t, s, held[0], minuteSlot(t0), 5)
+	expectLoad(t, s, "new-Add", minuteSlot(t0), 0)
+
+	// Two minutes on, the held counters have expired: the write of a new
+	// identity sweeps its full shard and fits, whichever kind it is.
+	later := t0.Add(2 * time.Minute)
+	pos, slots[0] = minute.At(later), minuteSlot(later)
+	for name, write := range writes {
+		if err := write("new-" + name); err != nil {
+			t.Errorf("%s of a new identity after the held ones expired: %v", name, err)
+		}
+	}
+}
+
+func expectLoad(t *testing.T, s *Store, id string, sl kvstore.Slot, want int64) {
+	t.Helper()
+	counts := make([]int64, 1)
+	if err := s.Load(context.Background(), id, []kvstore.Slot{sl}, counts); err != nil || counts[0] != want {
+		t.Errorf("Load(%s) = %d, %v; want %d", id, counts[0], err, want)
+	}
 }
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
