@@ -17,7 +17,14 @@ import (
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
 )
+
+// maxLocalIdentities bounds the instance's memory store of local-scope
+// limits (about 340 bytes an identity, so some 34 MB when full): beyond, a
+// new identity evicts the least counted (memstore.NewLimited). An instance
+// serves one request at a time, so a short local window holds far fewer.
+const maxLocalIdentities = 100_000
 
 // Environment variables the function reads (template.yaml sets them).
 const (
@@ -67,7 +74,10 @@ func setup(ctx context.Context, getenv func(string) string) (http.Handler, error
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Next: next, ClientIP: sourceIP, Logger: log})
+	h, err := httpapi.New(httpapi.Options{
+		Config: cfg, Store: store, Local: memstore.NewLimited(maxLocalIdentities),
+		Next: next, ClientIP: sourceIP, Logger: log,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
 	}

@@ -116,12 +116,15 @@ type serveFlags struct {
 	store, table, endpoint string
 	createTable            bool
 	maxIdentities          int
-	maxIdentitiesSet       bool // given on the command line
 }
 
-// defaultMaxIdentities bounds the memory store: about 340 bytes each for
-// a minute-and-day plan, so some 340 MB of live heap when full.
+// defaultMaxIdentities bounds each memory store: about 340 bytes an
+// identity for a minute-and-day plan, so some 340 MB of live heap when full.
 const defaultMaxIdentities = 1_000_000
+
+// evictionReport is how often serve logs the identities its memory stores
+// evicted, when they did.
+const evictionReport = time.Minute
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
@@ -135,14 +138,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.table, "table", "", "DynamoDB `TABLE` (--store dynamodb)")
 	fs.StringVar(&f.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:4567 for dynalite")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the DynamoDB table if it does not exist")
-	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities the memory store holds (`N`; 0: no bound); a new one beyond is a store error, answered per on_store_error")
+	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities each memory store holds (`N`; 0: no bound); beyond, a new one evicts the least counted")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h or --help: the flag set printed the flags
 		}
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	fs.Visit(func(fl *flag.Flag) { f.maxIdentitiesSet = f.maxIdentitiesSet || fl.Name == "max-identities" })
+	if f.maxIdentities < 0 {
+		return fmt.Errorf("%w: --max-identities %d: must be 0 (no bound) or more", errUsage, f.maxIdentities)
+	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	}
@@ -158,6 +163,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Local-scope limits keep their counters in memory whatever the store.
+	local := memstore.NewLimited(f.maxIdentities)
+	mems := []*memstore.Store{local}
+	if m, ok := store.(*memstore.Store); ok {
+		mems = append(mems, m)
+	}
+	rctx, stopReports := context.WithCancel(ctx)
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		reportEvictions(rctx, log, evictionReport, mems)
+	}()
+	defer func() { stopReports(); <-reported }() // its last line before serve returns
 
 	var servers []*http.Server
 	var next http.Handler
@@ -180,7 +198,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		next = httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
 	}
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Next: next, Logger: log})
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Local: local, Next: next, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -222,6 +240,37 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// reportEvictions logs, every interval and when ctx ends, how many
+// identities the memory stores evicted since the last report, when any
+// were: their counts are lost, so a client that comes back starts afresh.
+func reportEvictions(ctx context.Context, log *slog.Logger, every time.Duration, mems []*memstore.Store) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var last uint64
+	for {
+		select {
+		case <-ctx.Done():
+			logEvictions(log, mems, last)
+			return
+		case <-tick.C:
+			last = logEvictions(log, mems, last)
+		}
+	}
+}
+
+// logEvictions logs a WARN line when the stores have evicted identities
+// since last (their total then) and returns the total now.
+func logEvictions(log *slog.Logger, mems []*memstore.Store, last uint64) uint64 {
+	var n uint64
+	for _, m := range mems {
+		n += m.Evicted()
+	}
+	if n > last {
+		log.Warn("memory store full: identities evicted, their counts lost; raise --max-identities if they were clients", "evicted", n-last, "evicted_total", n)
+	}
+	return n
+}
+
 func orNone(s string) string {
 	if s == "" {
 		return "none: check API only"
@@ -237,14 +286,8 @@ func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.S
 		if f.table != "" || f.endpoint != "" || f.createTable {
 			return nil, fmt.Errorf("%w: --table, --endpoint and --create-table need --store dynamodb", errUsage)
 		}
-		if f.maxIdentities < 0 {
-			return nil, fmt.Errorf("%w: --max-identities %d: must be 0 (no bound) or more", errUsage, f.maxIdentities)
-		}
 		return memstore.NewLimited(f.maxIdentities), nil
 	case "dynamodb":
-		if f.maxIdentitiesSet {
-			return nil, fmt.Errorf("%w: --max-identities needs --store memory", errUsage)
-		}
 		if f.table == "" {
 			return nil, fmt.Errorf("%w: --store dynamodb needs --table", errUsage)
 		}

@@ -7,19 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/internal/dynalite"
 	"github.com/slidegate/slidegate/internal/testenv"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
 )
 
 func TestCheckConfig(t *testing.T) {
@@ -70,7 +73,6 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--origin", "ftp://x", "--listen", "127.0.0.1:0"},
 		{"serve", "--max-identities", "-1"},
 		{"serve", "--max-identities", "many"},
-		{"serve", "--store", "dynamodb", "--table", "t", "--max-identities", "5"},
 	} {
 		err := run(context.Background(), args, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
@@ -162,12 +164,29 @@ func TestServeInProcess(t *testing.T) {
 }
 
 // TestServeMaxIdentities: the memory store holds about --max-identities
-// identities (here 256, one per shard); a request of a new one beyond that
-// is a store error, answered per on_store_error (deny: 503, marked), while
-// the identities held are limited as before.
+// identities (here 1,024, four per shard). A flood of new keys is served
+// and limited as ever, and a key that has used its quota stays limited:
+// what makes room is the least counted identities, never it.
 func TestServeMaxIdentities(t *testing.T) {
-	base, _ := serveInProcess(t, "--config", "testdata/e2e.json", "--demo-origin", "--max-identities", "256")
-	send := func(key string) *http.Response {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errOut testenv.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--config", "testdata/e2e.json", "--demo-origin", "--max-identities", "1024"}, &out, &errOut)
+	}()
+	var base string
+	for base == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if m := listening.FindStringSubmatch(out.String()); m != nil {
+			base = m[1]
+		}
+	}
+	send := func(key string) int {
 		req, _ := http.NewRequest("GET", base+"/x", nil)
 		req.Header.Set("X-API-Key", key)
 		res, err := http.DefaultClient.Do(req)
@@ -176,27 +195,62 @@ func TestServeMaxIdentities(t *testing.T) {
 		}
 		_, _ = io.Copy(io.Discard, res.Body)
 		res.Body.Close()
-		return res
+		return res.StatusCode
 	}
-	refused := ""
-	for i := 0; i < 2000 && refused == ""; i++ {
-		key := fmt.Sprintf("key-%d", i)
-		switch res := send(key); {
-		case res.StatusCode == http.StatusOK:
-		case res.StatusCode == http.StatusServiceUnavailable && res.Header.Get(httpapi.StoreHeader) == httpapi.StoreErrorDenied:
-			refused = key
-		default:
-			t.Fatalf("%s: %d %v", key, res.StatusCode, res.Header)
+	for i, want := range []int{200, 200, 200, 429} { // the free plan: 3 a minute
+		if got := send("spent"); got != want {
+			t.Fatalf("spent, request %d: %d, want %d", i+1, got, want)
 		}
 	}
-	if refused == "" {
-		t.Fatal("2,000 identities and none refused by a store bound to 256")
-	}
-	// key-0 is held: limited as before (3 a minute, one spent).
-	for i, want := range []int{200, 200, 429} {
-		if got := send("key-0").StatusCode; got != want {
-			t.Errorf("key-0, request %d: %d, want %d", i+2, got, want)
+	for i := range 3000 {
+		if got := send(fmt.Sprintf("key-%d", i)); got != http.StatusOK {
+			t.Fatalf("key-%d: %d, want 200", i, got)
 		}
+	}
+	if got := send("spent"); got != http.StatusTooManyRequests {
+		t.Errorf("spent, after 3,000 new keys: %d, want 429 (its count kept)", got)
+	}
+	// At the latest when it stops, serve logs what its store evicted to
+	// hold 1,024 identities of 3,001.
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	m := regexp.MustCompile(`"evicted_total":(\d+)`).FindStringSubmatch(errOut.String())
+	if m == nil {
+		t.Fatalf("no eviction report in the log:\n%s", errOut.String())
+	}
+	if n, _ := strconv.Atoi(m[1]); n < 3001-1024 {
+		t.Errorf("evicted_total %d, want at least %d", n, 3001-1024)
+	}
+}
+
+// TestLogEvictions: serve's periodic report logs evictions once, with the
+// number since the last report.
+func TestLogEvictions(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	m := memstore.NewLimited(256)
+	rule := window.Rule{Name: "minute", Limit: 10, Period: time.Minute}
+	pos := rule.At(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	for i := range 300 {
+		if _, _, _, err := m.UpdateRule(context.Background(), fmt.Sprint("id-", i), rule, pos, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := m.Evicted()
+	if want < 300-256 {
+		t.Fatalf("Evicted = %d, want at least %d", want, 300-256)
+	}
+	if got := logEvictions(log, []*memstore.Store{m, memstore.NewLimited(256)}, 0); got != want {
+		t.Errorf("logEvictions = %d, want %d", got, want)
+	}
+	if !strings.Contains(buf.String(), fmt.Sprintf(`"evicted":%d`, want)) || !strings.Contains(buf.String(), `"level":"WARN"`) {
+		t.Errorf("log %q, want a WARN line with evicted %d", buf.String(), want)
+	}
+	buf.Reset()
+	if got := logEvictions(log, []*memstore.Store{m}, want); got != want || buf.Len() != 0 {
+		t.Errorf("no new evictions: logEvictions = %d, log %q; want %d and no line", got, buf.String(), want)
 	}
 }
 

@@ -6,8 +6,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"hash/maphash"
 	"math/bits"
 	"sync"
@@ -30,10 +28,9 @@ const sweepEvery = int64(time.Second)
 
 var _ kvstore.RuleUpdater = (*Store)(nil)
 
-// ErrFull is the error of a write for a new identity while the store holds
-// as many identities as NewLimited allows. Known identities are counted as
-// before; the store has room again as counters expire.
-var ErrFull = errors.New("memstore: full")
+// evictSample is how many identities a full shard compares to pick the one
+// it drops for a new identity.
+const evictSample = 8
 
 // Store keeps counters in process memory. The zero value is not usable; call
 // New. A Store is safe for concurrent use.
@@ -45,9 +42,9 @@ var ErrFull = errors.New("memstore: full")
 // reads no clock; bucket starts are its time. It keeps the id string an
 // identity was first given with, not a copy.
 type Store struct {
-	shards [shardCount]shard // first, so that shards start on a cache line
-	seed   maphash.Seed
-	full   error // ErrFull with the bound; nil when unbounded
+	shards  [shardCount]shard // first, so that shards start on a cache line
+	seed    maphash.Seed
+	evicted atomic.Uint64 // identities dropped to make room (NewLimited)
 }
 
 // shard is one hash table of identities: open addressing with linear
@@ -158,24 +155,34 @@ func New() *Store {
 }
 
 // NewLimited returns an empty Store that holds at most about maxIdentities
-// identities: a write for a new one beyond that fails with ErrFull (the
-// limiter reports it as a store error, and the HTTP layer answers it per
-// on_store_error), so that a flood of made-up identities cannot take the
-// process's memory; identities it holds are counted as before. The bound
-// is kept per shard, so a new identity can be refused somewhat before the
-// store as a whole is full. maxIdentities <= 0 means no bound (New).
+// identities, so that a flood of made-up identities cannot take the
+// process's memory. A write for a new identity into a full shard first
+// drops what the write's time has expired; when nothing has, it evicts
+// the identity with the fewest counts among a few near the new one's slot
+// (evictSample): a made-up identity counted once, or one whose counts a
+// refund zeroed, before a client that has used its quota. The evicted
+// identity starts afresh if it comes back, so its counts are lost: Evicted
+// says how many were. The bound is kept per shard (maxIdentities/256,
+// rounded up), so a shard can evict somewhat before the store as a whole
+// is full. maxIdentities <= 0 means no bound (New).
 func NewLimited(maxIdentities int) *Store {
 	s := New()
 	if maxIdentities <= 0 {
 		return s
 	}
-	per := int32(min((maxIdentities+shardCount-1)/shardCount, 1<<30))
+	per := int32(min(maxIdentities/shardCount+1, 1<<30))
+	if maxIdentities%shardCount == 0 {
+		per--
+	}
 	for i := range s.shards {
 		s.shards[i].limit = per
 	}
-	s.full = fmt.Errorf("%w: it holds about %d identities, its bound", ErrFull, int64(per)*shardCount)
 	return s
 }
+
+// Evicted returns how many identities the store has dropped to make room
+// for new ones (NewLimited), counts and all.
+func (s *Store) Evicted() uint64 { return s.evicted.Load() }
 
 // shard returns the shard of id and id's hash: hashed once, the low bits
 // pick the shard and the bits above them the slot and the tag.
@@ -222,14 +229,20 @@ func (sh *shard) locked(id string, h uint64) (*slot, int) {
 
 // insert returns the index of id's slot, locked, adding an empty one when
 // there is none; sh.mu must be held. The caller gives it a counter before
-// it unlocks it (an empty slot is free). It returns nil when id is new
-// and the shard holds its limit of identities.
-func (sh *shard) insert(id string, h uint64) (*slot, int) {
+// it unlocks it (an empty slot is free). at is the latest bucket start
+// the write touches: a full shard first drops what that time has expired,
+// then evicts an identity, counted in ev.
+func (sh *shard) insert(id string, h uint64, at int64, ev *atomic.Uint64) (*slot, int) {
 	if s, i := sh.locked(id, h); s != nil {
 		return s, i
 	}
 	if sh.limit > 0 && sh.n >= sh.limit {
-		return nil, -1
+		sh.observeAt(at)
+		sh.sweep()
+		if sh.n >= sh.limit {
+			sh.evict(h)
+			ev.Add(1)
+		}
 	}
 	t := sh.tab.Load()
 	if t == nil || 4*(int(sh.n)+1) > 3*len(t.tags) { // at most three quarters in use
@@ -247,6 +260,44 @@ func (sh *shard) insert(id string, h uint64) (*slot, int) {
 	t.tags[i].Store(g)
 	sh.n++
 	return s, i
+}
+
+// evict drops one identity of a full shard: of the first evictSample in
+// use from h's home slot on, the one with the fewest counts (the oldest
+// pair on a tie); sh.mu must be held.
+func (sh *shard) evict(h uint64) {
+	t := sh.tab.Load()
+	mask := len(t.tags) - 1
+	best, bestW, bestAt := -1, int64(0), int64(0)
+	for i, seen, n := int(tag(h))&mask, 0, 0; seen < evictSample && n < len(t.tags); i, n = (i+1)&mask, n+1 {
+		if t.tags[i].Load() == 0 {
+			continue
+		}
+		seen++
+		s := &t.slots[i]
+		s.mu.Lock()
+		w, at := s.prev+s.cur, int64(0)
+		if s.rule != nil {
+			at = s.bucket * int64(s.rule.length)
+		}
+		if s.more != nil {
+			for _, c := range s.more.c {
+				w += c.count
+			}
+		}
+		s.mu.Unlock()
+		if best < 0 || w < bestW || (w == bestW && at < bestAt) {
+			best, bestW, bestAt = i, w, at
+		}
+	}
+	s := &t.slots[best]
+	s.mu.Lock()
+	if s.rule != nil {
+		sh.release(s)
+	}
+	s.more, s.id = nil, ""
+	s.mu.Unlock()
+	sh.remove(best)
 }
 
 // free returns the first free slot of the probe sequence of tag g.
@@ -493,19 +544,18 @@ func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
 
 // write returns id's slot, locked, for a write to slots: without the
 // shard's lock (i < 0) when known allows it, else with the shard's lock
-// held and the slot at index i, inserted when missing. A nil slot (the
-// shard is full) comes with the shard's lock held.
-func (sh *shard) write(id string, h uint64, slots []kvstore.Slot) (s *slot, i int) {
+// held and the slot at index i, inserted when missing (ev counts an
+// eviction that made room).
+func (sh *shard) write(id string, h uint64, slots []kvstore.Slot, ev *atomic.Uint64) (s *slot, i int) {
 	if s = sh.known(id, h, slots); s != nil {
 		return s, -1
 	}
 	sh.mu.Lock()
-	if s, i = sh.insert(id, h); s == nil {
-		// Full: counters expired by this write's time may make room.
-		sh.observe(slots)
-		s, i = sh.insert(id, h)
+	at := int64(0)
+	for _, x := range slots {
+		at = max(at, x.Bucket*int64(x.Length))
 	}
-	return s, i
+	return sh.insert(id, h, at, ev)
 }
 
 // done ends a write that write began: it unlocks the slot and, when the
@@ -550,11 +600,7 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 // Add implements kvstore.Store. It never fails.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
-	sl, i := sh.write(id, h, slots)
-	if sl == nil {
-		sh.mu.Unlock()
-		return s.full
-	}
+	sl, i := sh.write(id, h, slots, &s.evicted)
 	for k, x := range slots {
 		if costs[k] != 0 {
 			*sh.counter(sl, x) += costs[k]
@@ -564,23 +610,17 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	return nil
 }
 
-// AddIf implements kvstore.Conditional. It fails only with ErrFull. The
-// limiter calls Update on this store, so AddIf always takes the shard's
-// lock.
+// AddIf implements kvstore.Conditional. It never fails. The limiter
+// calls Update on this store, so AddIf always takes the shard's lock.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
 	sh, h := s.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sl, i := sh.insert(id, h)
-	if sl == nil {
-		for _, c := range conds { // see write
-			sh.observeSlot(c.Slot)
-		}
-		sh.sweep()
-		if sl, i = sh.insert(id, h); sl == nil {
-			return false, s.full
-		}
+	at := int64(0)
+	for _, c := range conds {
+		at = max(at, c.Bucket*int64(c.Length))
 	}
+	sl, i := sh.insert(id, h, at, &s.evicted)
 	ok := true
 	for k, c := range conds {
 		counts[k] = count(sl, c.Slot)
@@ -605,14 +645,10 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 	return ok, nil
 }
 
-// Update implements kvstore.Updater. It fails only with ErrFull.
+// Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
 	sh, h := s.shard(id)
-	sl, i := sh.write(id, h, slots)
-	if sl == nil {
-		sh.mu.Unlock()
-		return false, s.full
-	}
+	sl, i := sh.write(id, h, slots, &s.evicted)
 	for k, x := range slots {
 		counts[k] = count(sl, x)
 	}
@@ -626,7 +662,7 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	return ok, nil
 }
 
-// UpdateRule implements kvstore.RuleUpdater. It fails only with ErrFull.
+// UpdateRule implements kvstore.RuleUpdater. It never fails.
 //
 // The common check (a known identity whose pair counts r, at or after the
 // pair's bucket, in time the shard has seen, no sweep due) holds only its
@@ -657,23 +693,14 @@ func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos wind
 			sl.mu.Unlock()
 		}
 	}
-	return sh.updateRule(id, h, r, pos, cost, s.full)
+	return sh.updateRule(id, h, r, pos, cost, &s.evicted)
 }
 
-// updateRule is UpdateRule under the shard's lock; full is the error of a
-// full shard.
-func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64, full error) (prev, cur int64, ok bool, err error) {
+// updateRule is UpdateRule under the shard's lock; ev counts evictions.
+func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64, ev *atomic.Uint64) (prev, cur int64, ok bool, err error) {
 	cs := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 	sh.mu.Lock()
-	sl, i := sh.insert(id, h)
-	if sl == nil {
-		sh.observeSlot(cs) // see write
-		sh.sweep()
-		if sl, i = sh.insert(id, h); sl == nil {
-			sh.mu.Unlock()
-			return 0, 0, false, full
-		}
-	}
+	sl, i := sh.insert(id, h, cs.Bucket*int64(cs.Length), ev)
 	prev = count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
 	cur = count(sl, cs)
 	ok = r.AdmitsAt(pos, prev, cur, cost)
@@ -710,8 +737,11 @@ func (sh *shard) observe(slots []kvstore.Slot) {
 	sh.sweep()
 }
 
-func (sh *shard) observeSlot(sl kvstore.Slot) {
-	if t := sl.Bucket * int64(sl.Length); t > sh.now.Load() {
+func (sh *shard) observeSlot(sl kvstore.Slot) { sh.observeAt(sl.Bucket * int64(sl.Length)) }
+
+// observeAt records bucket start t as observed time; sh.mu must be held.
+func (sh *shard) observeAt(t int64) {
+	if t > sh.now.Load() {
 		sh.now.Store(t)
 	}
 }

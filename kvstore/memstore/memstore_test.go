@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -23,34 +22,32 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// TestLimitedRefusesNewIdentities fills a store bounded to two identities
-// per shard: every kind of write refuses a new identity with ErrFull and
-// leaves nothing behind, the identities it holds are counted as before,
-// and once their counters expire it takes new ones again.
-func TestLimitedRefusesNewIdentities(t *testing.T) {
+// TestLimitedEvicts fills a store bounded to two identities per shard:
+// every kind of write still counts a new identity, the store holds no more
+// than its bound, and what it drops first is what expired, then the
+// identity with the fewest counts, never one that has used its quota.
+func TestLimitedEvicts(t *testing.T) {
 	ctx := context.Background()
 	s := NewLimited(2 * shardCount)
 	minute := window.Rule{Name: "minute", Limit: 100, Period: time.Minute}
 	pos := minute.At(t0)
-	var held []string
-	for i := 0; len(held) < 2*shardCount; i++ {
-		id := fmt.Sprintf("id-%d", i)
-		_, _, ok, err := s.UpdateRule(ctx, id, minute, pos, 1)
-		switch {
-		case err == nil && ok:
-			held = append(held, id)
-		case errors.Is(err, ErrFull):
-			// Its shard is full: others are not yet.
-		default:
-			t.Fatalf("UpdateRule(%s) = %v, %v", id, ok, err)
-		}
-		if i > 100*shardCount {
-			t.Fatalf("only %d identities held after %d tries", len(held), i)
+	if _, _, ok, err := s.UpdateRule(ctx, "heavy", minute, pos, 90); err != nil || !ok {
+		t.Fatalf("heavy: %v, %v", ok, err)
+	}
+	const light = 5000
+	for i := range light {
+		if _, _, ok, err := s.UpdateRule(ctx, fmt.Sprintf("id-%d", i), minute, pos, 1); err != nil || !ok {
+			t.Fatalf("id-%d: %v, %v", i, ok, err)
 		}
 	}
-	if got := s.Len(); got != 2*shardCount {
-		t.Fatalf("Len = %d, want %d", got, 2*shardCount)
+	if got, want := s.Len(), 2*shardCount; got != want {
+		t.Fatalf("Len = %d, want the bound, %d", got, want)
 	}
+	if got, want := s.Evicted(), uint64(light+1-2*shardCount); got != want {
+		t.Errorf("Evicted = %d, want %d", got, want)
+	}
+	expectLoad(t, s, "heavy", minuteSlot(t0), 90)
+
 	slots := []kvstore.Slot{minuteSlot(t0)}
 	counts := make([]int64, 1)
 	writes := map[string]func(id string) error{
@@ -66,27 +63,92 @@ func TestLimitedRefusesNewIdentities(t *testing.T) {
 		},
 	}
 	for name, write := range writes {
-		if err := write("new-" + name); !errors.Is(err, ErrFull) {
-			t.Errorf("%s of a new identity into a full store: %v, want ErrFull", name, err)
+		if err := write("new-" + name); err != nil {
+			t.Errorf("%s of a new identity into a full store: %v", name, err)
 		}
-		if err := write(held[0]); err != nil {
-			t.Errorf("%s of a held identity: %v", name, err)
-		}
+		expectLoad(t, s, "new-"+name, minuteSlot(t0), 1)
 	}
 	if got := s.Len(); got != 2*shardCount {
-		t.Errorf("Len = %d after refusals, want %d", got, 2*shardCount)
+		t.Errorf("Len = %d, want %d", got, 2*shardCount)
 	}
-	expectLoad(t, s, held[0], minuteSlot(t0), 5)
-	expectLoad(t, s, "new-Add", minuteSlot(t0), 0)
 
-	// Two minutes on, the held counters have expired: the write of a new
-	// identity sweeps its full shard and fits, whichever kind it is.
+	// Two minutes on, the held counters have expired: a new identity's
+	// write drops them from its shard, and evicts nothing.
 	later := t0.Add(2 * time.Minute)
 	pos, slots[0] = minute.At(later), minuteSlot(later)
+	before := s.Evicted()
 	for name, write := range writes {
-		if err := write("new-" + name); err != nil {
-			t.Errorf("%s of a new identity after the held ones expired: %v", name, err)
+		if err := write("later-" + name); err != nil {
+			t.Errorf("%s after the held identities expired: %v", name, err)
 		}
+	}
+	if got := s.Evicted(); got != before {
+		t.Errorf("Evicted went from %d to %d: expired identities should have made room", before, got)
+	}
+}
+
+// TestLimitedConcurrent writes with every kind of write from many
+// goroutines into a small bounded store while time moves on: the store
+// never holds more than its bound and its bookkeeping stays whole.
+func TestLimitedConcurrent(t *testing.T) {
+	ctx := context.Background()
+	s := NewLimited(4 * shardCount)
+	minute := window.Rule{Name: "m", Limit: 1 << 40, Period: time.Minute}
+	var step atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 5000 {
+				now := t0.Add(time.Duration(step.Load()) * time.Second)
+				id := fmt.Sprintf("id-%d", (i*7919+g*104729)%3000)
+				pos := minute.At(now)
+				sl := []kvstore.Slot{{Name: "m", Bucket: pos.Index - 1, Length: time.Minute}, {Name: "m", Bucket: pos.Index, Length: time.Minute}}
+				var err error
+				switch i % 4 {
+				case 0:
+					_, _, _, err = s.UpdateRule(ctx, id, minute, pos, 1)
+				case 1:
+					err = s.Add(ctx, id, sl[1:], []int64{1})
+				case 2:
+					_, err = s.Update(ctx, id, sl, make([]int64, 2), []int64{0, 1}, admitAll{})
+				case 3:
+					_, err = s.AddIf(ctx, id, []kvstore.Cond{{Slot: sl[1], Max: 1 << 40, Add: 1}}, make([]int64, 1))
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if g == 0 && i%500 == 0 {
+					step.Add(7)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range s.shards {
+		sh := &s.shards[i]
+		sh.mu.Lock()
+		used := 0
+		if tb := sh.tab.Load(); tb != nil {
+			for j := range tb.tags {
+				if tb.tags[j].Load() == 0 {
+					continue
+				}
+				used++
+				if sl := &tb.slots[j]; !sl.used() {
+					t.Errorf("shard %d slot %d tagged but empty", i, j)
+				}
+			}
+		}
+		if int(sh.n) != used || sh.n > sh.limit {
+			t.Errorf("shard %d: n %d, slots in use %d, limit %d", i, sh.n, used, sh.limit)
+		}
+		sh.mu.Unlock()
+	}
+	if s.Evicted() == 0 {
+		t.Error("3,000 identities in a store bound to 1,024 and none evicted")
 	}
 }
 
@@ -230,10 +292,10 @@ func TestHashCollisionsProbe(t *testing.T) {
 	s := New()
 	sh, h := s.shard("a")
 	sh.mu.Lock()
-	a, i := sh.insert("a", h)
+	a, i := sh.insert("a", h, 0, &s.evicted)
 	*sh.counter(a, minuteSlot(t0)) = 3
 	a.mu.Unlock()
-	b, j := sh.insert("b", h)                               // same h: the slot after a's
+	b, j := sh.insert("b", h, 0, &s.evicted)                // same h: the slot after a's
 	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
 	b.mu.Unlock()
 	if i == j || sh.find("a", h) != i || sh.find("b", h) != j {
@@ -264,7 +326,7 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 			return home<<shardBits | uint64(k)<<20
 		}
 		for k := range n {
-			s, _ := sh.insert(fmt.Sprint("id-", k), hash(k))
+			s, _ := sh.insert(fmt.Sprint("id-", k), hash(k), 0, nil)
 			*sh.counter(s, minuteSlot(t0)) = int64(k + 1)
 			s.mu.Unlock()
 		}
