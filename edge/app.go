@@ -239,28 +239,79 @@ func joinRequestHeader(h http.Header) {
 }
 
 // setCookies joins the comma-split pieces of Set-Cookie values back into
-// cookies.
+// cookies. JavaScript gives each cookie as a value of its own, trimmed, so
+// a piece that follows is either the next cookie or the rest of the same
+// one after a comma, which a cookie holds in two places only: a quoted
+// cookie-value (net/http quotes a value holding a comma or a space) and an
+// attribute (Expires's "Wed, 21 Oct", a Path's "/a,b"). Joining too little
+// makes a cookie of whatever follows the comma: an origin's
+// lang="en,session=evil" reached the client as a cookie "session".
 func setCookies(pieces []string) []string {
 	var out []string
-	for _, p := range pieces {
-		if n := len(out); n > 0 && !startsCookie(p) {
-			out[n-1] += "," + p
+	for i := 0; i < len(pieces); i++ {
+		n := len(out)
+		if n == 0 {
+			out = append(out, pieces[i])
 			continue
 		}
-		out = append(out, p)
+		if k := closingPieces(out[n-1], pieces[i:]); k > 0 {
+			out[n-1] += "," + strings.Join(pieces[i:i+k], ",")
+			i += k - 1
+			continue
+		}
+		if !startsCookie(pieces[i]) {
+			out[n-1] += "," + pieces[i]
+			continue
+		}
+		out = append(out, pieces[i])
 	}
 	return out
 }
 
-// startsCookie reports whether a piece of a split Set-Cookie value is a
-// cookie of its own. JavaScript keeps each cookie a value of its own,
-// trimmed, and a cookie's name and value hold no comma (RFC 6265 4.1.1): a
-// comma is in an attribute, and the piece after it starts with a space
-// (Expires's "Wed, 21 Oct") or has no "=" before its first ";" (a Path's
-// "/a,b").
+// closingPieces returns how many of the pieces that follow cookie c close
+// a double quote its cookie-value (the part before the first ";") left
+// open, or zero: c has an attribute already (the comma is after the
+// value), its value's quotes are balanced, or no piece closes the quote
+// before an attribute or the end. A quote nothing closes is no quoted
+// value; taking the cookies after it in would lose them.
+func closingPieces(c string, pieces []string) int {
+	if strings.Contains(c, ";") || strings.Count(c, `"`)%2 == 0 {
+		return 0
+	}
+	for k, p := range pieces {
+		pair, _, attrs := strings.Cut(p, ";")
+		if strings.Count(pair, `"`)%2 == 1 {
+			return k + 1
+		}
+		if attrs {
+			return 0
+		}
+	}
+	return 0
+}
+
+// startsCookie reports whether a piece of a split Set-Cookie value, not
+// inside a quoted cookie-value, is a cookie of its own: it has a "="
+// before its first ";" and the name before the "=" is a token (RFC 6265
+// 4.1.1) or empty (a nameless cookie, which browsers keep). The piece
+// after a comma in an attribute starts with a space (Expires's
+// "Wed, 21 Oct"), has no "=" (a Path's "/a,b") or no token before it
+// ("/a,/b=c"); an attribute value holding ",name=" cannot be told from
+// the next cookie (docs/edge.md).
 func startsCookie(p string) bool {
 	pair, _, _ := strings.Cut(p, ";")
-	return strings.Contains(pair, "=") && !strings.HasPrefix(p, " ") && !strings.HasPrefix(p, "\t")
+	name, _, ok := strings.Cut(pair, "=")
+	return ok && isToken(name)
+}
+
+// isToken reports whether s holds only token characters (RFC 9110 5.6.2).
+func isToken(s string) bool {
+	for _, c := range []byte(s) {
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // noBody reports whether the answer to a request of method with status
@@ -325,25 +376,27 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer res.Body.Close()
 	removeHop(res.Header)
 	addHeader(w.Header(), res.Header)
+	if noBody(r.Method, res.StatusCode) {
+		if cl, ok := w.Header()["Content-Length"]; ok && r.Method == http.MethodHead {
+			// A HEAD answer keeps the origin's Content-Length, the
+			// length of the GET's body (encoded, if the origin encodes
+			// it: there is no body here for fetch to decode). syumai's
+			// writer, which looks it up under this canonical name, would
+			// make the body a FixedLengthStream of that length that
+			// nothing fills (workerd answered 500); JavaScript's Headers
+			// take the name in any case.
+			delete(w.Header(), "Content-Length")
+			w.Header()["content-length"] = cl
+		}
+		w.WriteHeader(res.StatusCode)
+		return
+	}
 	if enc := res.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
 		// fetch hands the body over decoded, and the runtime encodes it
 		// again as Content-Encoding says; the origin's Content-Length is
 		// the encoded length, which the decoded body overruns (the
 		// runtime then cuts the response off).
 		w.Header().Del("Content-Length")
-	}
-	if noBody(r.Method, res.StatusCode) {
-		if cl, ok := w.Header()["Content-Length"]; ok && r.Method == http.MethodHead {
-			// A HEAD answer keeps the origin's Content-Length, the
-			// length of the GET's body. syumai's writer, which looks it
-			// up under this canonical name, would make the body a
-			// FixedLengthStream of that length that nothing fills (workerd
-			// answered 500); JavaScript's Headers take the name in any case.
-			delete(w.Header(), "Content-Length")
-			w.Header()["content-length"] = cl
-		}
-		w.WriteHeader(res.StatusCode)
-		return
 	}
 	w.WriteHeader(res.StatusCode)
 	_, _ = io.Copy(w, res.Body)
