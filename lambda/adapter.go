@@ -17,11 +17,11 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// maxPayload bounds the JSON the adapter returns to Lambda, headers and
-// encoded body included; Lambda refuses a response payload over 6 MB. It
-// bounds the body the adapter buffers too: no encoding makes a body
-// smaller. Whether the body fits is decided on its encoded size, once it
-// is complete.
+// maxPayload bounds the payload the runtime sends Lambda for a response
+// (its JSON, headers and encoded body included, and the encoder's
+// newline); Lambda refuses a response payload over 6 MB. It bounds the
+// body the adapter buffers too: no encoding makes a body smaller. Whether
+// the body fits is decided on its encoded size, once it is complete.
 const maxPayload = 6_000_000
 
 // Handler is the Lambda handler Adapt returns.
@@ -94,18 +94,25 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 			return nil, fmt.Errorf("lambda: event body: invalid base64: %v", err)
 		}
 	}
-	path := ev.RawPath
+	// Only a Function URL's rawPath is escaped. Taking an escaped path for
+	// a decoded one makes the origin see %2F as three characters; the
+	// other way round, a client's %252F as a separator: decoded is the
+	// default. requestContext.http.path is decoded whoever sends it.
+	field, path, decoded := "rawPath", ev.RawPath, !functionURL(ev.RequestContext.DomainName)
 	if path == "" {
-		path = ev.RequestContext.HTTP.Path
+		field, path, decoded = "requestContext.http.path", ev.RequestContext.HTTP.Path, true
 	}
 	if path == "" {
 		path = "/"
+	}
+	if path[0] != '/' {
+		return nil, fmt.Errorf("lambda: event: %s %q does not begin with /", field, path)
 	}
 	host := ev.RequestContext.DomainName
 	if host == "" {
 		host = ev.Headers["host"]
 	}
-	target := "https://" + host + escapePath(path)
+	target := "https://" + host + escapePath(path, decoded)
 	if ev.RawQueryString != "" {
 		target += "?" + ev.RawQueryString
 	}
@@ -142,19 +149,38 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	return r, nil
 }
 
-// escapePath makes rawPath a well-formed escaped path. Function URLs send
-// rawPath as the client sent it, escaped; an HTTP API sends it decoded (a
-// client's /a%3Fb arrives as /a?b, and its %2F as a slash nobody can tell
-// apart). So a byte that never stands literally in an escaped path is
-// escaped again: '?' and '#', which would otherwise start the query or a
-// fragment, a '%' that begins no escape, and spaces, controls and non-ASCII
-// bytes. An escaped path comes back unchanged.
-func escapePath(rawPath string) string {
+// functionURL reports whether domain (requestContext.domainName) is a
+// Lambda Function URL's own, <url-id>.lambda-url.<region>.on.aws, which no
+// HTTP API can have: a custom domain needs a certificate for a name its
+// owner holds, and on.aws is AWS's. CloudFront in front of a Function URL
+// reaches it under that name too.
+func functionURL(domain string) bool {
+	d := strings.TrimSuffix(strings.ToLower(domain), ".")
+	id, rest, ok := strings.Cut(d, ".lambda-url.")
+	region, ok2 := strings.CutSuffix(rest, ".on.aws")
+	return ok && ok2 && id != "" && region != "" && !strings.Contains(id, ".") && !strings.Contains(region, ".")
+}
+
+// escapePath makes rawPath an escaped path that stands for what the
+// client sent. An escaped rawPath (a Function URL's) keeps its escapes,
+// %XX. In a decoded one (an HTTP API's) every '%' is a character the
+// client sent as %25 (or %2525: third-party captures show an HTTP API
+// decoding twice), never an escape, so it is escaped again; kept, a
+// client's /files/%2541 would reach the origin as /files/A, and its %252F
+// as a separator.
+//
+// Either way, a byte that does not stand for itself in a path is escaped:
+// '?' and '#', which would start the query or a fragment, a '%' that
+// begins no escape, spaces, controls, non-ASCII bytes and the rest outside
+// RFC 3986's pchar. The result is one Go's url package keeps as its
+// RawPath (so a Function URL's %2F reaches the origin as %2F), and
+// escaping it again as an escaped path changes nothing.
+func escapePath(rawPath string, decoded bool) string {
 	const hex = "0123456789ABCDEF"
 	var b []byte // nil until the first byte that needs escaping
 	for i := 0; i < len(rawPath); i++ {
 		c := rawPath[i]
-		if c != '?' && c != '#' && c > ' ' && c < 0x7f && (c != '%' || isEscape(rawPath[i:])) {
+		if pathByte(c) || c == '%' && !decoded && isEscape(rawPath[i:]) {
 			if b != nil {
 				b = append(b, c)
 			}
@@ -169,6 +195,17 @@ func escapePath(rawPath string) string {
 		return rawPath
 	}
 	return string(b)
+}
+
+// pathByte reports whether c stands for itself in an escaped path: a
+// pchar of RFC 3986 other than an escape, '/', or '[' and ']', which
+// browsers and Go's url package leave alone too.
+func pathByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~!$&'()*+,;=:@/[]", c) >= 0
 }
 
 // isEscape reports whether s starts with a percent escape, %XX.
@@ -234,16 +271,17 @@ func (w *writer) response() events.LambdaFunctionURLResponse {
 		res.Body = string(b)
 		return res
 	}
+	res.IsBase64Encoded = true
 	if payloadLen(res, base64.StdEncoding.EncodedLen(len(b))) > maxPayload {
 		return problem(http.StatusBadGateway, "the response is too large for AWS Lambda")
 	}
-	res.Body, res.IsBase64Encoded = base64.StdEncoding.EncodeToString(b), true
+	res.Body = base64.StdEncoding.EncodeToString(b)
 	return res
 }
 
 // jsonTextLen is an upper bound of the length of b as a JSON string's
-// contents (without the quotes), and whether b can be sent as text at all
-// (it is valid UTF-8).
+// contents (without the quotes), exact unless b holds '<', '>' or '&', and
+// whether b can be sent as text at all (it is valid UTF-8).
 func jsonTextLen(b []byte) (int, bool) {
 	if !utf8.Valid(b) {
 		return 0, false
@@ -251,8 +289,8 @@ func jsonTextLen(b []byte) (int, bool) {
 	n := len(b)
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; {
-		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t':
-			n++ // \" \\ \n \r \t
+		case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+			n++ // \" \\ \n \r \t \b \f
 		case c < 0x20 || c == '<' || c == '>' || c == '&':
 			n += 5 // \u00XX (HTML characters too, in case the encoder escapes them)
 		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
@@ -262,15 +300,20 @@ func jsonTextLen(b []byte) (int, bool) {
 	return n, true
 }
 
-// payloadLen is an upper bound of the size of res as the JSON Lambda
-// returns, its body taking bodyLen bytes once encoded.
+// payloadLen is an upper bound of the size of res as the runtime sends it
+// to Lambda, its body (res.Body is ignored) taking bodyLen bytes as the
+// contents of a JSON string: the runtime's json.Encoder writes res and a
+// newline. Headers and cookies are measured as json.Marshal escapes them,
+// HTML characters too, which the runtime's encoder does only when told to
+// (lambda.WithSetEscapeHTML); so the bound is exact unless they hold '<',
+// '>' or '&'.
 func payloadLen(res events.LambdaFunctionURLResponse, bodyLen int) int {
-	res.Body, res.IsBase64Encoded = "", true
+	res.Body = ""
 	rest, err := json.Marshal(res)
 	if err != nil {
 		return maxPayload + 1
 	}
-	return len(rest) + bodyLen
+	return len(rest) + bodyLen + len("\n")
 }
 
 // problem is an application/problem+json response written by the adapter

@@ -84,6 +84,13 @@ func TestRequestFromEvent(t *testing.T) {
 			host: "abcdef1234.execute-api.eu-west-1.amazonaws.com", remote: "203.0.113.7:0",
 			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.7",
 		}},
+		// A custom domain's HTTP API decodes too: the client sent
+		// /notes/100%25/%2541.
+		{"httpapi-custom-domain-percent.json", seen{
+			method: "GET", url: "https://api.example.com/notes/100%25/%2541?v=2",
+			host: "api.example.com", remote: "203.0.113.8:0",
+			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.8",
+		}},
 		{"functionurl-check-base64.json", seen{
 			method: "POST", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/v1/check",
 			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "10.1.2.3:0",
@@ -292,25 +299,52 @@ func TestResponseJSONIsPayload2(t *testing.T) {
 	}
 }
 
-// TestResponsePayloadWithinLambdaLimit: the JSON returned to Lambda, as
-// the runtime encodes it, stays under its 6 MB payload limit, or the
-// answer is the adapter's 502. A body of control bytes, valid UTF-8, is 6
-// times larger as JSON text, so it goes as base64.
+// TestResponsePayloadWithinLambdaLimit: the payload returned to Lambda, as
+// the runtime encodes it (JSON and a newline), takes at most maxPayload
+// bytes, or the answer is the adapter's 502. The bound is exact: an answer
+// that takes maxPayload bytes goes back, one a byte larger is a 502. A
+// body of control bytes, valid UTF-8, is 6 times larger as JSON text, so
+// it goes as base64.
 func TestResponsePayloadWithinLambdaLimit(t *testing.T) {
 	ev := event(t, "functionurl-get.json")
+	// What the answers below take besides their body, as the runtime
+	// encodes them: the text answer of "x" takes one byte more.
+	textRest := runtimeLen(t, events.LambdaFunctionURLResponse{StatusCode: 200, Headers: map[string]string{}, Body: "x"}, false) - 1
+	base64Rest := runtimeLen(t, events.LambdaFunctionURLResponse{StatusCode: 200, Headers: map[string]string{}, Body: "xxxx", IsBase64Encoded: true}, false) - 4
+	textMax := maxPayload - textRest               // text bytes that fit
+	binaryMax := (maxPayload - base64Rest) / 4 * 3 // binary bytes that fit
+	// A header of pad bytes makes a binary answer of over bytes take
+	// exactly one byte too many, its encoder's newline.
+	var pad, over int
+	for pad = 1; ; pad++ {
+		rest := runtimeLen(t, events.LambdaFunctionURLResponse{StatusCode: 200, Headers: map[string]string{"X-Big": strings.Repeat("a", pad)}, Body: "xxxx", IsBase64Encoded: true}, false) - 4
+		if (maxPayload+1-rest)%4 == 0 {
+			over = (maxPayload + 1 - rest) / 4 * 3
+			break
+		}
+	}
 	tests := []struct {
 		name   string
 		body   []byte
 		header int // bytes of one extra response header
 		status int
 		base64 bool
+		min    int // the payload, as the runtime encodes it, takes at least this
 	}{
-		{"3 MiB of NUL goes as base64", bytes.Repeat([]byte{0}, 3<<20), 0, 200, true},
-		{"escaped text that fits stays text", bytes.Repeat([]byte{'\n'}, 1<<20), 0, 200, false},
-		{"900 kB of control bytes fits as text", bytes.Repeat([]byte{1}, 900_000), 0, 200, false},
-		{"HTML characters counted escaped", bytes.Repeat([]byte{'<'}, 1_100_000), 0, 200, true},
-		{"4 MiB binary with large headers", bytes.Repeat([]byte{0xff}, 4<<20), 500_000, 502, false},
-		{"4 MiB of NUL fits as base64", bytes.Repeat([]byte{0}, 4<<20), 0, 200, true},
+		{"text at the limit fits", bytes.Repeat([]byte{'x'}, textMax), 0, 200, false, maxPayload},
+		{"text a byte over the limit is a 502", bytes.Repeat([]byte{'x'}, textMax+1), 0, 502, false, 0},
+		{"escaped text at the limit fits", append(bytes.Repeat([]byte{'x'}, textMax-8), "\"\b\f\n"...), 0, 200, false, maxPayload},
+		{"escaped text a byte over is a 502", append(bytes.Repeat([]byte{'x'}, textMax-7), "\"\b\f\n"...), 0, 502, false, 0},
+		{"binary at the limit fits", bytes.Repeat([]byte{0xff}, binaryMax), 0, 200, true, maxPayload - 3},
+		{"binary a byte over the limit is a 502", bytes.Repeat([]byte{0xff}, binaryMax+1), 0, 502, false, 0},
+		{"binary at the limit but for the newline is a 502", bytes.Repeat([]byte{0xff}, over), pad, 502, false, 0},
+		{"binary at the limit fits, with a header", bytes.Repeat([]byte{0xff}, over-3), pad, 200, true, maxPayload - 3},
+		{"3 MiB of NUL goes as base64", bytes.Repeat([]byte{0}, 3<<20), 0, 200, true, 0},
+		{"escaped text that fits stays text", bytes.Repeat([]byte{'\n'}, 1<<20), 0, 200, false, 0},
+		{"900 kB of control bytes fits as text", bytes.Repeat([]byte{1}, 900_000), 0, 200, false, 0},
+		{"HTML characters counted escaped", bytes.Repeat([]byte{'<'}, 1_100_000), 0, 200, true, 0},
+		{"4 MiB binary with large headers", bytes.Repeat([]byte{0xff}, 4<<20), 500_000, 502, false, 0},
+		{"4 MiB of NUL fits as base64", bytes.Repeat([]byte{0}, 4<<20), 0, 200, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -335,6 +369,9 @@ func TestResponsePayloadWithinLambdaLimit(t *testing.T) {
 					t.Errorf("escapeHTML=%v: payload %d bytes, over %d", escapeHTML, buf.Len(), maxPayload)
 				}
 			}
+			if n := runtimeLen(t, res, false); n < tt.min {
+				t.Errorf("payload %d bytes, want at least %d: the bound is not exact", n, tt.min)
+			}
 			if res.StatusCode != tt.status || res.IsBase64Encoded != tt.base64 {
 				t.Fatalf("status %d base64=%v, want %d base64=%v", res.StatusCode, res.IsBase64Encoded, tt.status, tt.base64)
 			}
@@ -352,6 +389,20 @@ func TestResponsePayloadWithinLambdaLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runtimeLen is the size of the payload the runtime of aws-lambda-go sends
+// Lambda for res: its json.Encoder's output, HTML escaped if escapeHTML
+// (lambda.WithSetEscapeHTML; off by default).
+func runtimeLen(t *testing.T, res events.LambdaFunctionURLResponse, escapeHTML bool) int {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(escapeHTML)
+	if err := enc.Encode(res); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Len()
 }
 
 // TestEarlyHintsAreNotTheStatus: an origin sending 103 Early Hints before
@@ -523,6 +574,16 @@ func TestProxyThroughLambda(t *testing.T) {
 		{name: "HTTP API: decoded %, space, UTF-8 in the path", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
 			ev.RawPath, ev.RawQueryString = "/100%/a b/é/%zz", ""
 		}, arrived: arrival{uri: "/100%25/a%20b/%C3%A9/%25zz", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		// Every % in a decoded rawPath is a client's %25: the origin gets
+		// it escaped, never a character it would stand for as an escape.
+		{name: "HTTP API: client's %2541, %252e%252e, %252F, %2525", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawPath, ev.RawQueryString = "/files/%41/%2e%2e/a%2Fb/100%25", ""
+		}, arrived: arrival{uri: "/files/%2541/%252e%252e/a%252Fb/100%2525", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "custom-domain HTTP API: decoded too", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RequestContext.DomainName, ev.Headers["host"], ev.RawPath, ev.RawQueryString = "api.example.com", "api.example.com", "/files/%41", ""
+		}, arrived: arrival{uri: "/files/%2541", cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		{name: "Function URL: %2F stays encoded next to bytes Go escapes", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RawPath = "/a%2Fb/{x}" },
+			arrived: arrival{uri: "/a%2Fb/%7Bx%7D"}, status: 200, body: page},
 		{name: "binary request body", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
 			ev.RequestContext.HTTP.Method, ev.Body, ev.IsBase64Encoded = "POST", base64.StdEncoding.EncodeToString([]byte("\x00\x01bin\xff")), true
 		}, arrived: arrival{method: "POST", body: "\x00\x01bin\xff"}, status: 200, body: page},
@@ -611,48 +672,190 @@ func TestProxyThroughLambda(t *testing.T) {
 	}
 }
 
-// escapePathCases: rawPath as an HTTP API (decoded) or a Function URL
-// (escaped) sends it, and the escaped path the request gets.
-var escapePathCases = []struct{ in, want string }{
-	{"/hello", "/hello"},
-	{"/a%2Fb/%C3%A9/%7e", "/a%2Fb/%C3%A9/%7e"}, // escaped already: unchanged
-	{"/what?.txt", "/what%3F.txt"},
-	{"/notes/#1", "/notes/%231"},
-	{"/100%", "/100%25"},
-	{"/%zz/%4", "/%25zz/%254"},
-	{"/a b/é/\x00\x7f", "/a%20b/%C3%A9/%00%7F"},
-	{"", ""},
+// Domain names of the events in the path tests.
+const (
+	fnURLDomain   = "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws"
+	httpAPIDomain = "abcdef1234.execute-api.eu-west-1.amazonaws.com"
+)
+
+// TestFunctionURLDomain: only a Function URL's own domain name marks an
+// escaped rawPath; an HTTP API's, a custom domain's, none at all or a name
+// that merely looks alike mark a decoded one.
+func TestFunctionURLDomain(t *testing.T) {
+	tests := []struct {
+		domain string
+		want   bool
+	}{
+		{fnURLDomain, true},
+		{"ABCDEF.Lambda-Url.us-east-1.On.Aws.", true}, // DNS names ignore case and may end in a dot
+		{httpAPIDomain, false},
+		{"api.example.com", false},        // HTTP API custom domain
+		{"lambda-url.example.com", false}, // a custom domain named alike
+		{"x.lambda-url.eu-west-1.on.aws.example.com", false},
+		{"x.lambda-url.on.aws", false},             // no region
+		{".lambda-url.eu-west-1.on.aws", false},    // no URL id
+		{"a.b.lambda-url.eu-west-1.on.aws", false}, // not the Function URL format
+		{"x.lambda-url.eu.west-1.on.aws", false},
+		{"service-0123.7d67968.vpc-lattice-svcs.eu-west-1.on.aws", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.domain, func(t *testing.T) {
+			if got := functionURL(tt.domain); got != tt.want {
+				t.Errorf("functionURL(%q) = %v, want %v", tt.domain, got, tt.want)
+			}
+		})
+	}
+}
+
+// escapePathCases: rawPath as a Function URL (escaped) or an HTTP API
+// (decoded) sends it, and the escaped path the request gets.
+var escapePathCases = []struct {
+	name    string
+	in      string
+	decoded bool
+	want    string
+}{
+	{"plain", "/hello", false, "/hello"},
+	{"plain, decoded", "/hello", true, "/hello"},
+	{"escapes kept", "/a%2Fb/%C3%A9/%7e", false, "/a%2Fb/%C3%A9/%7e"},
+	{"sub-delims, : @ [ ] stay", "/a(b)!$&'*+,;=:@[x]~", true, "/a(b)!$&'*+,;=:@[x]~"},
+	{"sub-delims, : @ [ ] stay, escaped", "/a(b)!$&'*+,;=:@[x]~", false, "/a(b)!$&'*+,;=:@[x]~"},
+	{"? escaped", "/what?.txt", true, "/what%3F.txt"},
+	{"# escaped", "/notes/#1", true, "/notes/%231"},
+	{"? and # escaped in an escaped path", "/a?b#c", false, "/a%3Fb%23c"},
+	{"stray %", "/100%", false, "/100%25"},
+	{"stray % before non-hex", "/%zz/%4", false, "/%25zz/%254"},
+	{"space, UTF-8, controls", "/a b/é/\x00\x7f", true, "/a%20b/%C3%A9/%00%7F"},
+	{"space, UTF-8, controls, escaped", "/a b/é/\x00\x7f", false, "/a%20b/%C3%A9/%00%7F"},
+	{"bytes Go would escape itself", `/{x}|^"<>\` + "`", false, "/%7Bx%7D%7C%5E%22%3C%3E%5C%60"},
+	// An HTTP API's % is a client's %25 (or %2525): a character, never an escape.
+	{"client's %2541", "/files/%41", true, "/files/%2541"},
+	{"client's %252e%252e", "/files/%2e%2e/secret", true, "/files/%252e%252e/secret"},
+	{"client's %252F", "/files/a%2Fb", true, "/files/a%252Fb"},
+	{"client's %2525", "/100%25", true, "/100%2525"},
+	{"lone %", "/100%", true, "/100%25"},
+	{"% ? # together", "/a%3F?b#%23", true, "/a%253F%3Fb%23%2523"},
+	{"empty", "", false, ""},
 }
 
 func TestEscapePath(t *testing.T) {
 	for _, tt := range escapePathCases {
-		if got := escapePath(tt.in); got != tt.want {
-			t.Errorf("escapePath(%q) = %q, want %q", tt.in, got, tt.want)
+		t.Run(tt.name, func(t *testing.T) {
+			if got := escapePath(tt.in, tt.decoded); got != tt.want {
+				t.Errorf("escapePath(%q, decoded=%v) = %q, want %q", tt.in, tt.decoded, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRequestPath: the path the handler gets, per event source. The
+// domain name decides: a Function URL's keeps its escapes, every other
+// event's rawPath is decoded. requestContext.http.path, used when rawPath
+// is missing, is decoded for both.
+func TestRequestPath(t *testing.T) {
+	tests := []struct {
+		name, domain, rawPath, httpPath string
+		wantURI, wantPath               string // RequestURI (what reaches the origin), URL.Path
+	}{
+		{"Function URL keeps %2F", fnURLDomain, "/files/a%2Fb", "/files/a/b", "/files/a%2Fb", "/files/a/b"},
+		{"Function URL keeps %2541", fnURLDomain, "/files/%2541", "/files/%41", "/files/%2541", "/files/%41"},
+		{"Function URL with { } keeps %2F", fnURLDomain, "/a%2Fb/{x}", "/a/b/{x}", "/a%2Fb/%7Bx%7D", "/a/b/{x}"},
+		{"HTTP API client's %2541", httpAPIDomain, "/files/%41", "/files/%41", "/files/%2541", "/files/%41"},
+		{"HTTP API client's %252e%252e", httpAPIDomain, "/files/%2e%2e/x", "/files/%2e%2e/x", "/files/%252e%252e/x", "/files/%2e%2e/x"},
+		{"HTTP API client's %252F", httpAPIDomain, "/files/a%2Fb", "/files/a%2Fb", "/files/a%252Fb", "/files/a%2Fb"},
+		{"HTTP API client's %2525", httpAPIDomain, "/100%25", "/100%25", "/100%2525", "/100%25"},
+		{"HTTP API ? and #", httpAPIDomain, "/a?b#c", "/a?b#c", "/a%3Fb%23c", "/a?b#c"},
+		{"custom domain HTTP API", "api.example.com", "/files/%41", "/files/%41", "/files/%2541", "/files/%41"},
+		{"no domain name: decoded", "", "/files/%41", "/files/%41", "/files/%2541", "/files/%41"},
+		{"Function URL without rawPath: http.path is decoded", fnURLDomain, "", "/files/%41", "/files/%2541", "/files/%41"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := event(t, "httpapi-get.json")
+			ev.RequestContext.DomainName, ev.RawPath, ev.RequestContext.HTTP.Path, ev.RawQueryString = tt.domain, tt.rawPath, tt.httpPath, "q=1"
+			r, err := request(context.Background(), &ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := r.RequestURI, tt.wantURI+"?q=1"; got != want {
+				t.Errorf("RequestURI %q, want %q", got, want)
+			}
+			if r.URL.Path != tt.wantPath || r.URL.RawQuery != "q=1" || r.URL.Fragment != "" {
+				t.Errorf("URL path %q, query %q, fragment %q; want %q, q=1, none", r.URL.Path, r.URL.RawQuery, r.URL.Fragment, tt.wantPath)
+			}
+		})
+	}
+	// A path without its leading / would run into the host name.
+	for _, bad := range []struct{ rawPath, httpPath, field string }{
+		{"evil.example/x", "/x", "rawPath"},
+		{"", "evil.example/x", "requestContext.http.path"},
+	} {
+		ev := event(t, "httpapi-get.json")
+		ev.RawPath, ev.RequestContext.HTTP.Path = bad.rawPath, bad.httpPath
+		res, _ := Adapt(http.NotFoundHandler())(context.Background(), ev)
+		if res.StatusCode != http.StatusBadRequest || !strings.Contains(res.Body, bad.field+` \"evil.example/x\"`) {
+			t.Errorf("%s evil.example/x: %d %s, want a 400 naming %s", bad.field, res.StatusCode, res.Body, bad.field)
 		}
 	}
 }
 
-// FuzzEscapePath: the result is a path url.Parse takes whole (no query or
-// fragment split off, no invalid escape), escaping it again changes
-// nothing, and a path without '%' (a decoded one) unescapes to itself.
+// lenientUnescape is what an escaped rawPath stands for: every %XX the
+// byte it escapes, every other byte itself.
+func lenientUnescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if isEscape(s[i:]) {
+			n, _ := strconv.ParseUint(s[i+1:i+3], 16, 8)
+			b.WriteByte(byte(n))
+			i += 2
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// FuzzEscapePath: for either event source, the request's path is what the
+// client sent: a decoded rawPath (HTTP API) exactly, '%' included, and an
+// escaped one (Function URL) unescaped, stray '%' included as a character.
+// No query or fragment is split off, and the origin gets the same escaped
+// path (RequestURI) that parses back to it. Escaping the result again, as
+// an escaped path, changes nothing.
 func FuzzEscapePath(f *testing.F) {
 	for _, tt := range escapePathCases {
-		f.Add(tt.in)
+		f.Add(tt.in, tt.decoded)
 	}
-	f.Fuzz(func(t *testing.T, p string) {
-		e := escapePath(p)
-		back, err := url.PathUnescape(e)
+	f.Fuzz(func(t *testing.T, p string, decoded bool) {
+		ev := events.APIGatewayV2HTTPRequest{RawPath: p}
+		ev.RequestContext.HTTP.Method = "GET"
+		ev.RequestContext.DomainName = fnURLDomain
+		want := lenientUnescape(p)
+		if decoded {
+			ev.RequestContext.DomainName, want = httpAPIDomain, p
+		}
+		if p == "" {
+			want = "/"
+		}
+		r, err := request(context.Background(), &ev)
+		if p != "" && p[0] != '/' {
+			if err == nil {
+				t.Fatalf("rawPath %q: no error", p)
+			}
+			return
+		}
 		if err != nil {
-			t.Fatalf("escapePath(%q) = %q: %v", p, e, err)
+			t.Fatalf("rawPath %q: %v", p, err)
 		}
-		if u, err := url.Parse("https://h/" + e); err != nil || u.Path != "/"+back || u.RawQuery != "" || u.Fragment != "" {
-			t.Fatalf("escapePath(%q) = %q parses as %#v, %v; want the path %q alone", p, e, u, err, "/"+back)
+		if r.URL.Path != want || r.URL.RawQuery != "" || r.URL.Fragment != "" {
+			t.Fatalf("rawPath %q (decoded=%v): URL path %q, query %q, fragment %q; want the path %q alone", p, decoded, r.URL.Path, r.URL.RawQuery, r.URL.Fragment, want)
 		}
-		if again := escapePath(e); again != e {
-			t.Errorf("escapePath(%q) = %q, escaped again %q", p, e, again)
+		u, err := url.ParseRequestURI(r.RequestURI)
+		if err != nil || u.Path != want || u.RawQuery != "" {
+			t.Fatalf("rawPath %q (decoded=%v): RequestURI %q parses as %v, %v; want the path %q", p, decoded, r.RequestURI, u, err, want)
 		}
-		if !strings.Contains(p, "%") && back != p {
-			t.Errorf("escapePath(%q) = %q unescapes to %q", p, e, back)
+		if e := escapePath(p, decoded); escapePath(e, false) != e || r.RequestURI != e && p != "" {
+			t.Errorf("rawPath %q (decoded=%v): escaped %q, again %q, RequestURI %q", p, decoded, e, escapePath(e, false), r.RequestURI)
 		}
 	})
 }

@@ -304,6 +304,11 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	if got, want := res.Headers["X-Seen"], "/files/what%3F.txt?v=2||"; res.StatusCode != http.StatusOK || got != want {
 		t.Errorf("decoded path: %d, origin saw %q; want 200, %q", res.StatusCode, got, want)
 	}
+	// Its '%' is a client's %25, never an escape, behind a custom domain too.
+	res = rt.invoke(t, fixture("httpapi-custom-domain-percent.json"), exited)
+	if got, want := res.Headers["X-Seen"], "/notes/100%25/%2541?v=2||"; res.StatusCode != http.StatusOK || got != want {
+		t.Errorf("decoded path with %%: %d, origin saw %q; want 200, %q", res.StatusCode, got, want)
+	}
 
 	if res := rt.invoke(t, fixture("functionurl-check-base64.json"), exited); res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
 		t.Errorf("check API: %d %s; want 200 allowed", res.StatusCode, res.Body)
