@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -99,11 +100,18 @@ var listening = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 // test ends, and returns its base URL.
 func serveInProcess(t *testing.T, args ...string) (base string, out *testenv.Buffer) {
 	t.Helper()
+	return serveLogging(t, io.Discard, args...)
+}
+
+// serveLogging is serveInProcess with the server's log (standard error)
+// going to logs.
+func serveLogging(t *testing.T, logs io.Writer, args ...string) (base string, out *testenv.Buffer) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, io.Discard)
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -418,5 +426,101 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if got := strings.Join(tail, "\n"); !strings.Contains(got, "shutting down") || !strings.Contains(got, "slidegate: stopped") {
 		t.Errorf("shutdown output %q", got)
+	}
+}
+
+// TestServeIdentityOnTheWire: identities as the server reads them off the
+// connection, header lines and all, from 127.0.0.1 as a trusted proxy:
+// each pair of requests must be one client (the second of a 2/minute quota
+// after the first is admitted, a third limited) or two. The log must hold
+// no key.
+func TestServeIdentityOnTheWire(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.json")
+	doc := `{"plans": {"free": {"limits": [{"name": "minute", "limit": 2, "window": "1m"}]}},
+		"identity": {"trusted_proxies": ["127.0.0.1"]}}`
+	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.Buffer
+	base, _ := serveLogging(t, &logs, "--config", cfg, "--demo-origin")
+	do := func(raw string) int {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.WriteString(c, raw); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	get := func(lines string) int {
+		return do("GET /x HTTP/1.1\r\nHost: a\r\n" + lines + "Connection: close\r\n\r\n")
+	}
+	tests := []struct {
+		name         string
+		first, other string
+		same         bool
+	}{
+		{"key lines are their joined value", "X-API-Key: k1\r\nX-API-Key: k2\r\n", "X-API-Key: k1,k2\r\n", true},
+		{"key lines are not their first line", "X-API-Key: k3\r\nX-API-Key: k4\r\n", "X-API-Key: k3\r\n", false},
+		{"white space around a key is not the key", "X-API-Key: \t k5  \r\n", "X-API-Key: k5\r\n", true},
+		{"case matters", "X-API-Key: k6\r\n", "X-API-Key: K6\r\n", false},
+		{"non-ASCII keys", "X-API-Key: \xd0\xba\xd0\xbb\r\n", "X-API-Key: \xd0\xba\xd0\xbc\r\n", false},
+		{"IPv4-mapped is IPv4", "X-Forwarded-For: 203.0.113.7\r\n", "X-Forwarded-For: [::ffff:203.0.113.7]:443\r\n", true},
+		{"a trailing comma is no hop", "X-Forwarded-For: 203.0.113.8,\r\n", "X-Forwarded-For: 203.0.113.8\r\n", true},
+		{"an empty element is no hop", "X-Forwarded-For: 203.0.113.9, , 127.0.0.1\r\n", "X-Forwarded-For: 203.0.113.9\r\n", true},
+		{"the client, not the proxy", "X-Forwarded-For: 203.0.113.10,\r\n", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for i := range 2 {
+				if code := get(tt.first); code != http.StatusOK {
+					t.Fatalf("request %d: %d", i+1, code)
+				}
+			}
+			want := http.StatusOK
+			if tt.same {
+				want = http.StatusTooManyRequests
+			}
+			if code := get(tt.other); code != want {
+				t.Errorf("the other form: %d, want %d", code, want)
+			}
+			if tt.same {
+				return
+			}
+			// The other form's own quota is untouched but for that one.
+			if code := get(tt.other); code != http.StatusOK {
+				t.Errorf("the other form again: %d", code)
+			}
+		})
+	}
+	// A 100 KB key never reaches the handler: the header limit refuses it.
+	if code := get("X-API-Key: sk_" + strings.Repeat("B", 100<<10) + "\r\n"); code != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("100 KB key: %d, want 431", code)
+	}
+	// A chunked check body over 4 KiB is a 400.
+	chunk := strings.Repeat(" ", 4096)
+	if code := do("POST /v1/check HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+		"1000\r\n" + chunk + "\r\n1\r\n \r\n0\r\n\r\n"); code != http.StatusBadRequest {
+		t.Errorf("chunked check body of 4097 bytes: %d, want 400", code)
+	}
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"denied"`) {
+		t.Fatalf("no denial logged: %s", out)
+	}
+	// No hex digest holds a k; the keys are nowhere else either.
+	for _, key := range []string{"k1", "k2", "k3", "k5", "k6", "K6", "\xd0\xba", "sk_B"} {
+		if strings.Contains(out, key) {
+			t.Errorf("log holds %q: %s", key, out)
+		}
 	}
 }
