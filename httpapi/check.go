@@ -6,10 +6,14 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/internal/jsonv"
 )
 
@@ -66,8 +70,9 @@ type fieldError struct {
 func (e *fieldError) Error() string { return e.field + ": " + e.reason }
 
 // decodeCheck reads a check request body of at most MaxCheckBody bytes:
-// one JSON object with no unknown fields, a non-empty key and a
-// non-negative cost.
+// one JSON object with no unknown or repeated fields, a non-empty key and a
+// non-negative cost. A leading UTF-8 byte order mark is ignored (RFC 8259
+// section 8.1 allows it; some clients send one).
 func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	var req checkRequest
 	data, err := io.ReadAll(io.LimitReader(body, MaxCheckBody+1))
@@ -77,6 +82,9 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	if len(data) > MaxCheckBody {
 		return req, &fieldError{"(body)", fmt.Sprintf("larger than %d bytes", MaxCheckBody)}
 	}
+	bom := len(data)
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
+	bom -= len(data)
 	tree, err := jsonv.Parse(data)
 	if err != nil {
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -90,13 +98,19 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 		case se.Msg == jsonv.Trailing:
 			return req, &fieldError{"(body)", "must hold one JSON object and nothing after it"}
 		case se.Offset >= 0:
-			return req, &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset, se.Msg)}
+			return req, &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset+int64(bom), se.Msg)}
 		}
 		return req, &fieldError{"(body)", "invalid JSON: " + err.Error()}
 	}
 	obj, ok := tree.(map[string]any)
 	if !ok {
 		return req, &fieldError{"(body)", "must be a JSON object"}
+	}
+	// The parsed object keeps the last of a repeated name: {"key":"a",
+	// "key":"b"} was counted as "b", while a gateway or log in front may
+	// read "a".
+	if k, ok := repeatedName(data); ok {
+		return req, &fieldError{fieldName(k), "appears more than once"}
 	}
 	for _, k := range jsonv.SortedKeys(obj) {
 		switch v := obj[k]; k {
@@ -120,14 +134,11 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 			}
 			c, err := n.Int64()
 			if err != nil {
-				return req, &fieldError{k, "must be an integer, got JSON number " + string(n)}
+				return req, &fieldError{k, costReason(n)}
 			}
 			req.Cost = &c
 		default:
-			if k == "" {
-				k = `""`
-			}
-			return req, &fieldError{k, "unknown field (known: key, plan, cost)"}
+			return req, &fieldError{fieldName(k), "unknown field (known: key, plan, cost)"}
 		}
 	}
 	switch {
@@ -139,6 +150,69 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 		return req, &fieldError{"cost", fmt.Sprintf("%d: must not be negative", *req.Cost)}
 	}
 	return req, nil
+}
+
+// costReason says why a cost that Number.Int64 refused is wrong: a
+// fraction, or an integer beyond int64 (Int64 reads an integer written
+// with a fraction or an exponent only below 2^53, and anything at or above
+// 2^53 as a float64 is an integer).
+func costReason(n jsonv.Number) string {
+	f, _ := strconv.ParseFloat(string(n), 64) // ±Inf beyond float64
+	switch {
+	case math.Abs(f) < 1<<53:
+		return "must be an integer, got JSON number " + string(n)
+	case f < 0:
+		return string(n) + ": must not be negative"
+	}
+	return fmt.Sprintf("%s: must be at most %d, the largest limit a plan can have", n, config.MaxLimit)
+}
+
+// fieldName is a member name as an error names it: "" is shown quoted.
+func fieldName(k string) string {
+	if k == "" {
+		return `""`
+	}
+	return k
+}
+
+// repeatedName returns a member name that the top-level object of data, a
+// valid JSON document, holds more than once.
+func repeatedName(data []byte) (string, bool) {
+	var seen []string
+	depth, atName := 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case '{', '[':
+			depth++
+			atName = depth == 1 && c == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			atName = depth == 1
+		case '"':
+			j := i + 1
+			for data[j] != '"' {
+				if data[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if atName {
+				name := string(data[i+1 : j])
+				if bytes.IndexByte(data[i+1:j], '\\') >= 0 {
+					v, _ := jsonv.Parse(data[i : j+1])
+					name, _ = v.(string)
+				}
+				if slices.Contains(seen, name) {
+					return name, true
+				}
+				seen = append(seen, name)
+				atName = false
+			}
+			i = j
+		}
+	}
+	return "", false
 }
 
 // jsonType names the JSON type of a parsed value.
@@ -191,12 +265,18 @@ func (c *checkResponse) encode(e *jsonv.Encoder) {
 }
 
 // authorized reports whether the request carries the check token, compared
-// in constant time.
+// in constant time. Authorization on several lines is refused: on Lambda
+// and Workers the lines arrive joined with commas, which no token matches,
+// and a request is authorized or not whichever front end reads it.
 func (h *Handler) authorized(r *http.Request) bool {
 	if !h.checkToken {
 		return true
 	}
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	vs := r.Header["Authorization"]
+	if len(vs) != 1 {
+		return false
+	}
+	scheme, token, ok := strings.Cut(vs[0], " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}

@@ -3,8 +3,16 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 func TestCheckAPI(t *testing.T) {
@@ -94,6 +102,30 @@ func TestCheckAPIErrors(t *testing.T) {
 		{"unknown plan", `{"key": "a", "plan": "gold"}`, "plan", `plan: "gold": no such plan`},
 		{"oversized", `{"key": "` + strings.Repeat("a", MaxCheckBody) + `"}`, "(body)", "(body): larger than 4096 bytes"},
 		{"key too long", `{"key": "` + strings.Repeat("a", 2000) + `"}`, "key", "key: longer than 1024 bytes"},
+		{"key twice", `{"key": "a", "key": "b"}`, "key", "key: appears more than once"},
+		{"key twice, once escaped", `{"key": "a", "k\u0065y": "b"}`, "key", "key: appears more than once"},
+		{"key twice, first invalid", `{"key": 5, "key": "b"}`, "key", "key: appears more than once"},
+		{"key twice, first an object", `{"key": {"key": 1, "key": 2}, "cost": 1, "key": "b"}`, "key", "key: appears more than once"},
+		{"cost twice", `{"key": "a", "cost": 1, "cost": 1}`, "cost", "cost: appears more than once"},
+		{"plan twice", `{"plan": "pro", "key": "a", "plan": "free"}`, "plan", "plan: appears more than once"},
+		{"cost beyond int64", `{"key": "a", "cost": 9223372036854775808}`, "cost", "cost: 9223372036854775808: must be at most 999999999999999, the largest limit a plan can have"},
+		{"cost beyond float64", `{"key": "a", "cost": 1e400}`, "cost", "cost: 1e400: must be at most 999999999999999, the largest limit a plan can have"},
+		{"cost 2^53 as a float", `{"key": "a", "cost": 9007199254740992.0}`, "cost", "cost: 9007199254740992.0: must be at most 999999999999999, the largest limit a plan can have"},
+		{"cost at int64 max", `{"key": "a", "cost": 9223372036854775807}`, "cost", `cost: 9223372036854775807: must be at most 3, the smallest limit of plan "free"`},
+		{"cost below int64", `{"key": "a", "cost": -9223372036854775809}`, "cost", "cost: -9223372036854775809: must not be negative"},
+		{"cost at int64 min", `{"key": "a", "cost": -9223372036854775808}`, "cost", "cost: -9223372036854775808: must not be negative"},
+		{"cost tiny fraction", `{"key": "a", "cost": 1e-400}`, "cost", "cost: must be an integer, got JSON number 1e-400"},
+		{"cost fraction", `{"key": "a", "cost": 2.5e0}`, "cost", "cost: must be an integer, got JSON number 2.5e0"},
+		{"cost boolean", `{"key": "a", "cost": true}`, "cost", "cost: must be an integer, got JSON boolean"},
+		{"plan not a string", `{"key": "a", "plan": 1}`, "plan", "plan: must be a string, got JSON number"},
+		{"plan in another case", `{"key": "a", "plan": "Pro"}`, "plan", `plan: "Pro": no such plan`},
+		{"field in another case", `{"Key": "a"}`, "Key", "Key: unknown field (known: key, plan, cost)"},
+		{"byte order mark, then garbage", "\ufeffkey=a", "(body)", "(body): invalid JSON at byte 4: invalid character 'k' looking for beginning of value"},
+		{"two byte order marks", "\ufeff\ufeff{}", "(body)", "(body): invalid JSON at byte 4: invalid character 'ï' looking for beginning of value"},
+		{"only a byte order mark", "\ufeff", "(body)", `(body): is empty: send {"key": "..."}`},
+		{"invalid UTF-8", "{\"key\": \"\xff\"}", "(body)", "(body): invalid JSON: invalid UTF-8"},
+		{"trailing comma", `{"key": "a",}`, "(body)", "(body): ends in the middle of the JSON"},
+		{"null", `null`, "(body)", "(body): must be a JSON object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,16 +161,31 @@ func TestCheckAPIToken(t *testing.T) {
 		{"wrong scheme", "Basic s3cret-token", 401},
 		{"no scheme", "s3cret-token", 401},
 		{"prefix of the token", "Bearer s3cret", 401},
+		{"token in another case", "Bearer S3CRET-TOKEN", 401},
+		{"token and more", "Bearer s3cret-token extra", 401},
+		{"token and a comma", "Bearer s3cret-token,", 401},
+		{"tab after the scheme", "Bearer\ts3cret-token", 401},
+		{"scheme alone", "Bearer", 401},
+		{"scheme and a space", "Bearer ", 401},
 		{"right", "Bearer s3cret-token", 200},
 		{"scheme case-insensitive", "bearer s3cret-token", 200},
+		{"scheme upper case", "BEARER s3cret-token", 200},
+		{"two spaces (1*SP)", "Bearer  s3cret-token", 200},
+		{"trailing space", "Bearer s3cret-token ", 200},
+		{"wrong line first", "Bearer nope\nBearer s3cret-token", 401},
+		{"right line first", "Bearer s3cret-token\nBearer nope", 401},
+		{"right line twice", "Bearer s3cret-token\nBearer s3cret-token", 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hd := map[string]string{}
+			r := httptest.NewRequest(http.MethodPost, CheckPath, strings.NewReader(`{"key":"a"}`))
 			if tt.auth != "" {
-				hd["Authorization"] = tt.auth
+				for _, line := range strings.Split(tt.auth, "\n") {
+					r.Header.Add("Authorization", line)
+				}
 			}
-			w := f.do(req{method: "POST", path: "/v1/check", body: `{"key":"a"}`, header: hd})
+			w := httptest.NewRecorder()
+			f.h.ServeHTTP(w, r)
 			if w.Code != tt.status {
 				t.Errorf("status %d, want %d", w.Code, tt.status)
 			}
@@ -181,7 +228,8 @@ func TestCheckAPIShadowAndStoreError(t *testing.T) {
 }
 
 func FuzzDecodeCheck(f *testing.F) {
-	for _, s := range []string{``, `{}`, `{"key":"a"}`, `{"key":"a","plan":"pro","cost":3}`, `{"key":"a","cost":-1}`, `{"key":1}`, `[1]`, `{"x":1}`, `{"key":"a"}{}`} {
+	for _, s := range []string{``, `{}`, `{"key":"a"}`, `{"key":"a","plan":"pro","cost":3}`, `{"key":"a","cost":-1}`, `{"key":1}`, `[1]`, `{"x":1}`, `{"key":"a"}{}`,
+		`{"key":"a","key":"b"}`, `{"key":"a","k\u0065y":"b"}`, `{"key":{"key":1},"cost":1}`, "\ufeff{\"key\":\"a\"}", `{"key":"a","cost":1e400}`, `{"key":"a","cost":9223372036854775808}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -201,5 +249,211 @@ func FuzzDecodeCheck(f *testing.F) {
 		if len(body) > MaxCheckBody {
 			t.Fatalf("accepted %d bytes", len(body))
 		}
+		if name, ok := repeatedMember(bytes.TrimPrefix(body, []byte("\ufeff"))); ok {
+			t.Fatalf("accepted %q given twice", name)
+		}
 	})
+}
+
+// repeatedMember is repeatedName done with encoding/json's tokens.
+func repeatedMember(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	seen := map[string]bool{}
+	depth, atName := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			if tok == '{' || tok == '[' {
+				depth++
+				atName = depth == 1
+				continue
+			}
+			depth--
+		case string:
+			if depth == 1 && atName {
+				if seen[tok] {
+					return tok, true
+				}
+				seen[tok] = true
+				atName = false
+				continue
+			}
+		}
+		atName = depth == 1
+	}
+}
+
+// TestCheckAPIBodyForms: bodies that are one JSON object are read whatever
+// is around them that JSON allows: a byte order mark, white space, any
+// Content-Type (curl -d sends application/x-www-form-urlencoded).
+func TestCheckAPIBodyForms(t *testing.T) {
+	tests := []struct {
+		name, contentType, body string
+	}{
+		{"byte order mark", "application/json", "\ufeff{\"key\":\"a\"}"},
+		{"trailing newline", "application/json", "{\"key\":\"a\"}\r\n"},
+		{"white space around", "application/json", " \t\n{ \"key\" : \"a\" }\n "},
+		{"no Content-Type", "", `{"key":"a"}`},
+		{"charset", "application/json; charset=utf-8", `{"key":"a"}`},
+		{"text/plain", "text/plain", `{"key":"a"}`},
+		{"curl -d", "application/x-www-form-urlencoded", `{"key":"a"}`},
+		{"cost 1.0", "application/json", `{"key":"a","cost":1.0}`},
+		{"cost 1e0", "application/json", `{"key":"a","cost":1e0}`},
+		{"plan and cost null", "application/json", `{"key":"a","plan":null,"cost":null}`},
+		{"escaped key", "application/json", `{"key":"\u0061"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), nil)
+			r := httptest.NewRequest(http.MethodPost, CheckPath, strings.NewReader(tt.body))
+			if tt.contentType != "" {
+				r.Header.Set("Content-Type", tt.contentType)
+			}
+			w := httptest.NewRecorder()
+			f.h.ServeHTTP(w, r)
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			// Counted as the key "a", with cost 1.
+			w = f.do(req{method: http.MethodPost, path: CheckPath, body: `{"key":"a","cost":0}`})
+			wantHeader(t, w, "X-RateLimit-Remaining", "2")
+		})
+	}
+}
+
+// TestCheckAPIMethods: the check API answers POST only, with a 405 that
+// says so, whatever the body and token.
+func TestCheckAPIMethods(t *testing.T) {
+	f := newFixture(t, testConfig(t, func(m map[string]any) { m["check_token"] = "tok" }), nil)
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions, "CHECK"} {
+		t.Run(method, func(t *testing.T) {
+			w := f.do(req{method: method, path: CheckPath, body: `{"key":"a"}`, header: map[string]string{"Authorization": "Bearer tok"}})
+			if w.Code != http.StatusMethodNotAllowed {
+				t.Errorf("status %d, want 405", w.Code)
+			}
+			wantHeader(t, w, "Allow", "POST")
+			wantHeader(t, w, "Content-Type", "application/problem+json")
+			wantHeader(t, w, "RateLimit", "")
+		})
+	}
+	if f.served != 0 {
+		t.Errorf("the origin saw %d requests", f.served)
+	}
+}
+
+// TestCheckAPIChunkedBody: a chunked body (no Content-Length) is bounded
+// like any other: 4 KiB is read, a byte more is a 400 naming the body, and
+// the server neither reads a long one to its end first nor fails.
+func TestCheckAPIChunkedBody(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), nil)
+	var chunked atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chunked.Store(len(r.TransferEncoding) == 1 && r.TransferEncoding[0] == "chunked" && r.ContentLength == -1)
+		f.h.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	const head = `{"key":"a","cost":0}`
+	for _, size := range []int{MaxCheckBody, MaxCheckBody + 1, 1 << 20} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) {
+			body := head + strings.Repeat(" ", size-len(head))
+			// A reader without a length: the client sends it chunked.
+			r, err := http.NewRequest(http.MethodPost, srv.URL+CheckPath, io.MultiReader(strings.NewReader(body)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := srv.Client().Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if !chunked.Load() {
+				t.Fatal("the body did not arrive chunked")
+			}
+			var p problem
+			_ = json.NewDecoder(resp.Body).Decode(&p)
+			switch {
+			case size <= MaxCheckBody && resp.StatusCode != http.StatusOK:
+				t.Errorf("status %d, want 200: %+v", resp.StatusCode, p)
+			case size > MaxCheckBody && (resp.StatusCode != http.StatusBadRequest || len(p.InvalidParams) != 1 || p.InvalidParams[0].Name != "(body)"):
+				t.Errorf("status %d %+v, want a 400 naming (body)", resp.StatusCode, p)
+			}
+		})
+	}
+}
+
+// TestCheckHeadersMatchBody: over a run of checks (keys, plans named or
+// not, costs 0 to 3, a clock that moves), each answer's rate-limit headers
+// say what its JSON says: the deciding rule's limit, remaining and reset,
+// every rule's remaining, reset and quota, and Retry-After when denied.
+func TestCheckHeadersMatchBody(t *testing.T) {
+	for _, mode := range []string{"plain", "shadow", "count_denied"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, func(m map[string]any) {
+				m["shadow"] = mode == "shadow"
+				m["count_denied"] = mode == "count_denied"
+			}), nil)
+			rng := rand.New(rand.NewPCG(1, 2))
+			denied := 0
+			for i := range 300 {
+				f.clock.t = f.clock.t.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+				body := fmt.Sprintf(`{"key":%q,"cost":%d`, []string{"a", "b", proKey}[rng.IntN(3)], rng.IntN(4))
+				if plan := []string{"", "free", "pro"}[rng.IntN(3)]; plan != "" {
+					body += fmt.Sprintf(`,"plan":%q`, plan)
+				}
+				body += "}"
+				w := f.do(req{method: http.MethodPost, path: CheckPath, body: body})
+				if w.Code == http.StatusBadRequest { // a cost above the free plan's 3
+					continue
+				}
+				var resp checkResponse
+				if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+					t.Fatalf("%s: %d %s: %v", body, w.Code, w.Body, err)
+				}
+				h := w.Header()
+				bad := func(what, want string) {
+					t.Errorf("#%d %s: %s = %q, want %q from %s", i, body, what, h.Get(what), want, w.Body)
+				}
+				check := func(name, want string) {
+					if h.Get(name) != want {
+						bad(name, want)
+					}
+				}
+				check("X-RateLimit-Limit", strconv.FormatInt(resp.Limit, 10))
+				check("X-RateLimit-Remaining", strconv.FormatInt(resp.Remaining, 10))
+				reset := f.clock.t.Add(time.Duration(resp.ResetAfterMS) * time.Millisecond)
+				check("X-RateLimit-Reset", strconv.FormatInt(reset.Add(time.Second-1).Unix(), 10))
+				var items, policy []string
+				deciding := 0
+				for _, r := range resp.Rules {
+					items = append(items, fmt.Sprintf("%q;r=%d;t=%d", r.Name, r.Remaining, (r.ResetAfterMS+999)/1000))
+					policy = append(policy, fmt.Sprintf("%q;q=%d;w=%d", r.Name, r.Limit, r.WindowS))
+					if r.Name == resp.Policy && r.Limit == resp.Limit && r.Remaining == resp.Remaining && r.ResetAfterMS == resp.ResetAfterMS {
+						deciding++
+					}
+				}
+				check("RateLimit", strings.Join(items, ", "))
+				check("RateLimit-Policy", strings.Join(policy, ", "))
+				if deciding != 1 {
+					t.Errorf("#%d: policy %q is not one of the rules: %s", i, resp.Policy, w.Body)
+				}
+				want := ""
+				if !resp.Allowed {
+					want = strconv.FormatInt(max((resp.RetryAfterMS+999)/1000, 1), 10)
+					denied++
+				}
+				check("Retry-After", want)
+				if resp.ShadowDenied {
+					denied++
+					check(ShadowHeader, "denied")
+				}
+			}
+			if denied == 0 {
+				t.Error("no check was denied")
+			}
+		})
+	}
 }
