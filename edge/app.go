@@ -247,47 +247,53 @@ func joinRequestHeader(h http.Header) {
 // makes a cookie of whatever follows the comma: an origin's
 // lang="en,session=evil" reached the client as a cookie "session".
 func setCookies(pieces []string) []string {
+	// closes[i] is the first piece from i on whose cookie-pair part (before
+	// any ";") holds an odd number of quotes, so that it closes a quoted
+	// value left open before i; -1 when none does before a piece with an
+	// attribute, or at all. A quote nothing closes is no quoted value:
+	// taking the cookies after it in would lose them. Computed in one pass
+	// from the right, so that an answer with many commas costs linear time.
+	closes := make([]int, len(pieces))
+	next := -1
+	for k := len(pieces) - 1; k >= 0; k-- {
+		pair, _, attrs := strings.Cut(pieces[k], ";")
+		switch {
+		case strings.Count(pair, `"`)%2 == 1:
+			next = k
+		case attrs:
+			next = -1
+		}
+		closes[k] = next
+	}
 	var out []string
-	for i := 0; i < len(pieces); i++ {
-		n := len(out)
-		if n == 0 {
-			out = append(out, pieces[i])
-			continue
+	// The cookie being built is pieces[start:i]; attrs: it has a ";" (a
+	// comma after it is in an attribute), open: an odd number of quotes.
+	start, attrs, open := 0, false, false
+	take := func(p string) {
+		attrs = attrs || strings.Contains(p, ";")
+		open = open != (strings.Count(p, `"`)%2 == 1)
+	}
+	for i := 0; i < len(pieces); {
+		switch {
+		case i == start:
+			take(pieces[i])
+			i++
+		case !attrs && open && closes[i] >= 0:
+			for end := closes[i]; i <= end; i++ {
+				take(pieces[i])
+			}
+		case !startsCookie(pieces[i]):
+			take(pieces[i])
+			i++
+		default:
+			out = append(out, strings.Join(pieces[start:i], ","))
+			start, attrs, open = i, false, false
 		}
-		if k := closingPieces(out[n-1], pieces[i:]); k > 0 {
-			out[n-1] += "," + strings.Join(pieces[i:i+k], ",")
-			i += k - 1
-			continue
-		}
-		if !startsCookie(pieces[i]) {
-			out[n-1] += "," + pieces[i]
-			continue
-		}
-		out = append(out, pieces[i])
+	}
+	if start < len(pieces) {
+		out = append(out, strings.Join(pieces[start:], ","))
 	}
 	return out
-}
-
-// closingPieces returns how many of the pieces that follow cookie c close
-// a double quote its cookie-value (the part before the first ";") left
-// open, or zero: c has an attribute already (the comma is after the
-// value), its value's quotes are balanced, or no piece closes the quote
-// before an attribute or the end. A quote nothing closes is no quoted
-// value; taking the cookies after it in would lose them.
-func closingPieces(c string, pieces []string) int {
-	if strings.Contains(c, ";") || strings.Count(c, `"`)%2 == 0 {
-		return 0
-	}
-	for k, p := range pieces {
-		pair, _, attrs := strings.Cut(p, ";")
-		if strings.Count(pair, `"`)%2 == 1 {
-			return k + 1
-		}
-		if attrs {
-			return 0
-		}
-	}
-	return 0
 }
 
 // startsCookie reports whether a piece of a split Set-Cookie value, not

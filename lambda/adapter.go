@@ -112,9 +112,15 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	if host == "" {
 		host = ev.Headers["host"]
 	}
+	if strings.ContainsAny(host, "/?#@\\") {
+		// Else the rest would be taken for the path, query or user.
+		return nil, fmt.Errorf("lambda: event: host %q is not a host name", host)
+	}
 	target := "https://" + host + escapePath(path, decoded)
 	if ev.RawQueryString != "" {
-		target += "?" + ev.RawQueryString
+		// A "#" the client sent in the query is data: unescaped, it would
+		// end the query there and hide the rest from the origin.
+		target += "?" + strings.ReplaceAll(ev.RawQueryString, "#", "%23")
 	}
 	method := ev.RequestContext.HTTP.Method
 	if method == "" {

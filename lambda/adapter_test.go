@@ -786,6 +786,25 @@ func TestRequestPath(t *testing.T) {
 			}
 		})
 	}
+	// A "#" in the query is the client's data, not a fragment.
+	ev := event(t, "httpapi-get.json")
+	ev.RawQueryString = "x=1#frag&admin=1"
+	r, err := request(context.Background(), &ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.URL.RawQuery != "x=1%23frag&admin=1" || r.URL.Fragment != "" || r.URL.Query().Get("admin") != "1" {
+		t.Errorf("query %q, fragment %q; want x=1%%23frag&admin=1 and none", r.URL.RawQuery, r.URL.Fragment)
+	}
+	// Without a domain name the Host header names the host; it cannot
+	// carry a path, query or user.
+	for _, host := range []string{"origin.example/admin?", "a@b.example", "b.example#x"} {
+		ev := event(t, "httpapi-get.json")
+		ev.RequestContext.DomainName, ev.Headers["host"] = "", host
+		if r, err := request(context.Background(), &ev); err == nil {
+			t.Errorf("host %q: request to %s, want an error", host, r.URL)
+		}
+	}
 	// A path without its leading / would run into the host name.
 	for _, bad := range []struct{ rawPath, httpPath, field string }{
 		{"evil.example/x", "/x", "rawPath"},

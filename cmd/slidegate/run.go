@@ -169,7 +169,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if m, ok := store.(*memstore.Store); ok {
 		mems = append(mems, m)
 	}
-	rctx, stopReports := context.WithCancel(ctx)
+	// Reports run until serve returns, after the drain: its evictions count.
+	rctx, stopReports := context.WithCancel(context.WithoutCancel(ctx))
 	reported := make(chan struct{})
 	go func() {
 		defer close(reported)

@@ -158,11 +158,13 @@ func New() *Store {
 // identities, so that a flood of made-up identities cannot take the
 // process's memory. A write for a new identity into a full shard first
 // drops what the write's time has expired; when nothing has, it evicts
-// the identity with the fewest counts among a few near the new one's slot
-// (evictSample): a made-up identity counted once, or one whose counts a
-// refund zeroed, before a client that has used its quota. The evicted
-// identity starts afresh if it comes back, so its counts are lost: Evicted
-// says how many were. The bound is kept per shard (maxIdentities/256,
+// the identity that counts least per unit of time among a few near the new
+// one's slot (evictSample): a made-up identity counted once, or one whose
+// counts a refund zeroed, before a client that has used its minute's
+// quota. The evicted identity starts afresh if it comes back, so its
+// counts are lost: Evicted says how many were. Taking counts back (Add of
+// costs none of which is positive) from an identity the store no longer
+// holds does nothing. The bound is kept per shard (maxIdentities/256,
 // rounded up), so a shard can evict somewhat before the store as a whole
 // is full. maxIdentities <= 0 means no bound (New).
 func NewLimited(maxIdentities int) *Store {
@@ -263,12 +265,14 @@ func (sh *shard) insert(id string, h uint64, at int64, ev *atomic.Uint64) (*slot
 }
 
 // evict drops one identity of a full shard: of the first evictSample in
-// use from h's home slot on, the one with the fewest counts (the oldest
-// pair on a tie); sh.mu must be held.
+// use from h's home slot on, the one that counts least per unit of time
+// (each counter's count over its rule's period, summed: a minute's quota
+// used up weighs more than a busy day's share of it), the oldest pair on
+// a tie; sh.mu must be held.
 func (sh *shard) evict(h uint64) {
 	t := sh.tab.Load()
 	mask := len(t.tags) - 1
-	best, bestW, bestAt := -1, int64(0), int64(0)
+	best, bestW, bestAt := -1, 0.0, int64(0)
 	for i, seen, n := int(tag(h))&mask, 0, 0; seen < evictSample && n < len(t.tags); i, n = (i+1)&mask, n+1 {
 		if t.tags[i].Load() == 0 {
 			continue
@@ -276,13 +280,13 @@ func (sh *shard) evict(h uint64) {
 		seen++
 		s := &t.slots[i]
 		s.mu.Lock()
-		w, at := s.prev+s.cur, int64(0)
+		w, at := 0.0, int64(0)
 		if s.rule != nil {
-			at = s.bucket * int64(s.rule.length)
+			w, at = float64(s.prev+s.cur)/float64(s.rule.length), s.bucket*int64(s.rule.length)
 		}
 		if s.more != nil {
 			for _, c := range s.more.c {
-				w += c.count
+				w += float64(c.count) / float64(c.length)
 			}
 		}
 		s.mu.Unlock()
@@ -600,6 +604,33 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 // Add implements kvstore.Store. It never fails.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
+	if takeBack(costs) {
+		// Taking back counts of an identity the store no longer holds
+		// (expired, or evicted) must not bring it back with a credit, nor
+		// evict another to make room for it.
+		if sl := sh.known(id, h, slots); sl != nil {
+			for k, x := range slots {
+				if costs[k] != 0 {
+					*sh.counter(sl, x) += costs[k]
+				}
+			}
+			sl.mu.Unlock()
+			return nil
+		}
+		sh.mu.Lock()
+		sl, i := sh.locked(id, h)
+		if sl == nil {
+			sh.mu.Unlock()
+			return nil
+		}
+		for k, x := range slots {
+			if costs[k] != 0 {
+				*sh.counter(sl, x) += costs[k]
+			}
+		}
+		sh.done(sl, i, true, slots)
+		return nil
+	}
 	sl, i := sh.write(id, h, slots, &s.evicted)
 	for k, x := range slots {
 		if costs[k] != 0 {
@@ -608,6 +639,16 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	}
 	sh.done(sl, i, true, slots)
 	return nil
+}
+
+// takeBack reports whether an Add only takes counts back.
+func takeBack(costs []int64) bool {
+	for _, c := range costs {
+		if c > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // AddIf implements kvstore.Conditional. It never fails. The limiter

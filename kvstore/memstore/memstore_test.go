@@ -87,6 +87,66 @@ func TestLimitedEvicts(t *testing.T) {
 	}
 }
 
+// TestTakeBackOfMissingIdentity: a take-back (an Add of negative costs: a
+// refund, a rollback) for an identity the store no longer holds leaves it
+// missing, gives it no credit and evicts no one; for one it holds, it takes
+// the count back.
+func TestTakeBackOfMissingIdentity(t *testing.T) {
+	ctx := context.Background()
+	s := NewLimited(shardCount) // one identity per shard
+	sl := []kvstore.Slot{minuteSlot(t0)}
+	if err := s.Add(ctx, "held", sl, []int64{5}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"gone", "never"} {
+		if err := s.Add(ctx, id, sl, []int64{-1}); err != nil {
+			t.Fatal(err)
+		}
+		expectLoad(t, s, id, sl[0], 0)
+	}
+	if s.Len() != 1 || s.Evicted() != 0 {
+		t.Errorf("Len %d, Evicted %d after take-backs of missing identities; want 1 and 0", s.Len(), s.Evicted())
+	}
+	if err := s.Add(ctx, "held", sl, []int64{-2}); err != nil {
+		t.Fatal(err)
+	}
+	expectLoad(t, s, "held", sl[0], 3)
+}
+
+// TestEvictsTheLeastRate: among identities of a minute-and-day plan, the
+// one that used up its minute (60 this minute, 60 today) outweighs one
+// that is busy by the day but under both limits (5 this minute, 5,000
+// today): a newcomer evicts the busy one. Counts per unit of time decide,
+// not raw counts, which a day's counter would dominate.
+func TestEvictsTheLeastRate(t *testing.T) {
+	ctx := context.Background()
+	day := func(at time.Time) kvstore.Slot {
+		return kvstore.Slot{Name: "day", Bucket: window.Index(at, 24*time.Hour), Length: 24 * time.Hour}
+	}
+	s := NewLimited(2 * shardCount)
+	// Two identities in one shard, so that a third there must evict.
+	var ids []string
+	sh0, _ := s.shard("x")
+	for i := 0; len(ids) < 3; i++ {
+		if id := fmt.Sprint("id-", i); func() bool { sh, _ := s.shard(id); return sh == sh0 }() {
+			ids = append(ids, id)
+		}
+	}
+	exhausted, busy, newcomer := ids[0], ids[1], ids[2]
+	if err := s.Add(ctx, exhausted, []kvstore.Slot{minuteSlot(t0), day(t0)}, []int64{60, 60}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, busy, []kvstore.Slot{minuteSlot(t0), day(t0)}, []int64{5, 5000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Add(ctx, newcomer, []kvstore.Slot{minuteSlot(t0), day(t0)}, []int64{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	expectLoad(t, s, exhausted, minuteSlot(t0), 60)
+	expectLoad(t, s, busy, day(t0), 0)
+	expectLoad(t, s, newcomer, minuteSlot(t0), 1)
+}
+
 // TestLimitedConcurrent writes with every kind of write from many
 // goroutines into a small bounded store while time moves on: the store
 // never holds more than its bound and its bookkeeping stays whole.
