@@ -176,12 +176,21 @@ func TestServeInProcess(t *testing.T) {
 // and limited as ever, and a key that has used its quota stays limited:
 // what makes room is the least counted identities, never it.
 func TestServeMaxIdentities(t *testing.T) {
+	// A day-like window whose bucket outlasts the run (serve reads the real
+	// clock), and count_denied, which turns the deny cache off: the last
+	// answer comes from the store, which must still hold the spent key.
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	w := testenv.FarWindow(time.Now())
+	src := fmt.Sprintf(`{"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": %q}]}}, "count_denied": true}`, w)
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out, errOut testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--config", "testdata/e2e.json", "--demo-origin", "--max-identities", "1024"}, &out, &errOut)
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--config", cfg, "--demo-origin", "--max-identities", "1024"}, &out, &errOut)
 	}()
 	var base string
 	for base == "" {
@@ -205,7 +214,7 @@ func TestServeMaxIdentities(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
-	for i, want := range []int{200, 200, 200, 429} { // the free plan: 3 a minute
+	for i, want := range []int{200, 200, 200, 429} {
 		if got := send("spent"); got != want {
 			t.Fatalf("spent, request %d: %d, want %d", i+1, got, want)
 		}

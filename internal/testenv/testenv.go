@@ -14,6 +14,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
+
+	"github.com/slidegate/slidegate/window"
 )
 
 // ErrMissing is wrapped by Bin when a tool is not installed.
@@ -124,4 +127,18 @@ func Gzip(s string) []byte {
 	_, _ = z.Write([]byte(s))
 	_ = z.Close()
 	return b.Bytes()
+}
+
+// FarWindow returns, of the windows of 24 to 30 whole hours, the one whose
+// next bucket boundary (buckets are aligned to the Unix epoch) is farthest
+// from now: at least 3 hours away, so that a test against a server that
+// reads the real clock sees no bucket roll over, whenever it runs.
+func FarWindow(now time.Time) time.Duration {
+	best, left := time.Duration(0), time.Duration(0)
+	for w := 24 * time.Hour; w <= 30*time.Hour; w += time.Hour {
+		if d := window.Start(window.Index(now, w)+1, w).Sub(now); d > left {
+			best, left = w, d
+		}
+	}
+	return best
 }

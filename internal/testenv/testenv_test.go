@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/window"
 )
 
 type fakeTB struct{ fatal, skip string }
@@ -59,5 +62,17 @@ func TestBufferKeepsTheTail(t *testing.T) {
 	}
 	if got, want := b.String(), "defgh"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
+
+// TestFarWindow: whenever a run starts (every 10 minutes of a week here),
+// its window's bucket ends at least 3 hours later.
+func TestFarWindow(t *testing.T) {
+	start := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	for now := start; now.Before(start.Add(7 * 24 * time.Hour)); now = now.Add(10 * time.Minute) {
+		w := FarWindow(now)
+		if left := window.Start(window.Index(now, w)+1, w).Sub(now); w < 24*time.Hour || w > 30*time.Hour || left < 3*time.Hour {
+			t.Fatalf("at %v: window %v, its bucket ends in %v", now, w, left)
+		}
 	}
 }
