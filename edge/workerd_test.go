@@ -5,7 +5,6 @@ package main
 import (
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -339,15 +338,8 @@ func TestWorkerdCompressedOrigin(t *testing.T) {
 		}
 		body := string(raw)
 		if enc := res.Header.Get("Content-Encoding"); enc == "gzip" {
-			z, err := gzip.NewReader(bytes.NewReader(raw))
-			if err != nil {
-				t.Fatalf("Accept-Encoding %q: Content-Encoding gzip, but the body is not: %v (%.40q)", accept, err, raw)
-			}
-			plain, err := io.ReadAll(z)
-			if err != nil {
-				t.Fatalf("Accept-Encoding %q: gzip body: %v (Content-Length %q, %d bytes, origin sent %d compressed)", accept, err, res.Header.Get("Content-Length"), len(raw), len(gzipped("origin:"+path)))
-			}
-			body = string(plain)
+			t.Logf("Accept-Encoding %q: Content-Length %q, %d bytes; the origin sent %d compressed", accept, res.Header.Get("Content-Length"), len(raw), len(gzipped("origin:"+path)))
+			body = string(testenv.Gunzip(t, raw))
 		} else if enc != "" {
 			t.Fatalf("Accept-Encoding %q: Content-Encoding %q", accept, enc)
 		}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -296,13 +295,7 @@ func TestProxyPassesThrough(t *testing.T) {
 				t.Fatalf("Content-Encoding %q, want gzip %v", enc, tt.gzip)
 			}
 			if tt.gzip {
-				zr, err := gzip.NewReader(bytes.NewReader(raw))
-				if err != nil {
-					t.Fatalf("gzip body: %v", err)
-				}
-				if body, err = io.ReadAll(zr); err != nil {
-					t.Fatalf("gzip body: %v", err)
-				}
+				body = testenv.Gunzip(t, raw)
 			}
 			if string(body) != tt.wantBody {
 				t.Errorf("body of %d bytes, want %d bytes", len(body), len(tt.wantBody))

@@ -108,13 +108,13 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	if path[0] != '/' {
 		return nil, fmt.Errorf("lambda: event: %s %q does not begin with /", field, path)
 	}
-	host := ev.RequestContext.DomainName
+	hostField, host := "requestContext.domainName", ev.RequestContext.DomainName
 	if host == "" {
-		host = ev.Headers["host"]
+		hostField, host = "headers.host", ev.Headers["host"]
 	}
 	if strings.ContainsAny(host, "/?#@\\") {
 		// Else the rest would be taken for the path, query or user.
-		return nil, fmt.Errorf("lambda: event: host %q is not a host name", host)
+		return nil, fmt.Errorf("lambda: event: %s %q is not a host name", hostField, host)
 	}
 	target := "https://" + host + escapePath(path, decoded)
 	if ev.RawQueryString != "" {
@@ -169,11 +169,10 @@ func functionURL(domain string) bool {
 
 // escapePath makes rawPath an escaped path that stands for what the
 // client sent. An escaped rawPath (a Function URL's) keeps its escapes,
-// %XX. In a decoded one (an HTTP API's) every '%' is a character the
-// client sent as %25 (or %2525: third-party captures show an HTTP API
-// decoding twice), never an escape, so it is escaped again; kept, a
-// client's /files/%2541 would reach the origin as /files/A, and its %252F
-// as a separator.
+// %XX. In a decoded one (an HTTP API's) every '%' is a character, never an
+// escape (the HTTP API decoded the client's escapes, once or, third-party
+// captures show, twice), so it is escaped again; kept, a /files/%41 in
+// rawPath would reach the origin as /files/A, and a %2F as a separator.
 //
 // Either way, a byte that does not stand for itself in a path is escaped:
 // '?' and '#', which would start the query or a fragment, a '%' that

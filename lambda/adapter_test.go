@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -84,8 +83,8 @@ func TestRequestFromEvent(t *testing.T) {
 			host: "abcdef1234.execute-api.eu-west-1.amazonaws.com", remote: "203.0.113.7:0",
 			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.7",
 		}},
-		// A custom domain's HTTP API decodes too: the client sent
-		// /notes/100%25/%2541.
+		// A custom domain's HTTP API decodes too: rawPath holds the
+		// characters /notes/100%/%41, which reach the origin as such.
 		{"httpapi-custom-domain-percent.json", seen{
 			method: "GET", url: "https://api.example.com/notes/100%25/%2541?v=2",
 			host: "api.example.com", remote: "203.0.113.8:0",
@@ -468,20 +467,6 @@ type arrival struct {
 	method, uri, cookie, acceptEncoding, body string
 }
 
-// gunzip decompresses b.
-func gunzip(t *testing.T, b []byte) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("gzip body: %v", err)
-	}
-	out, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatalf("gzip body: %v", err)
-	}
-	return out
-}
-
 // TestProxyThroughLambda: behind the pre-filter and the adapter, the
 // origin gets the request as the client sent it through API Gateway or a
 // Function URL (path, rawQueryString, the cookies field as one Cookie
@@ -663,7 +648,7 @@ func TestProxyThroughLambda(t *testing.T) {
 				t.Errorf("Content-Length %s, body %d bytes", cl, len(body))
 			}
 			if tt.gzip {
-				body, tt.body = gunzip(t, body), page
+				body, tt.body = testenv.Gunzip(t, body), page
 			}
 			if string(body) != tt.body {
 				t.Errorf("body of %d bytes, want %d bytes", len(body), len(tt.body))
@@ -799,10 +784,16 @@ func TestRequestPath(t *testing.T) {
 	// Without a domain name the Host header names the host; it cannot
 	// carry a path, query or user.
 	for _, host := range []string{"origin.example/admin?", "a@b.example", "b.example#x"} {
-		ev := event(t, "httpapi-get.json")
-		ev.RequestContext.DomainName, ev.Headers["host"] = "", host
-		if r, err := request(context.Background(), &ev); err == nil {
-			t.Errorf("host %q: request to %s, want an error", host, r.URL)
+		for _, field := range []string{"requestContext.domainName", "headers.host"} {
+			ev := event(t, "httpapi-get.json")
+			ev.RequestContext.DomainName, ev.Headers["host"] = host, "ok.example"
+			if field == "headers.host" {
+				ev.RequestContext.DomainName, ev.Headers["host"] = "", host
+			}
+			res, _ := Adapt(http.NotFoundHandler())(context.Background(), ev)
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(res.Body, field) {
+				t.Errorf("%s %q: %d %s, want a 400 naming %s", field, host, res.StatusCode, res.Body, field)
+			}
 		}
 	}
 	// A path without its leading / would run into the host name.

@@ -296,7 +296,7 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	if got, want := res.Headers["Content-Length"], strconv.Itoa(len(raw)); got != want {
 		t.Errorf("Content-Length %s, body %d bytes", got, len(raw))
 	}
-	if got := string(gunzip(t, raw)); got != "hello from the origin\n" || res.Headers["Ratelimit"] == "" {
+	if got := string(testenv.Gunzip(t, raw)); got != "hello from the origin\n" || res.Headers["Ratelimit"] == "" {
 		t.Errorf("body %q, RateLimit %q; want the origin's page and the header", got, res.Headers["Ratelimit"])
 	}
 	// An HTTP API's decoded path: the client's %3F is not a query.

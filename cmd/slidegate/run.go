@@ -26,6 +26,7 @@ import (
 const usage = `usage:
   slidegate serve [--config FILE] [--listen ADDR] [--origin URL | --demo-origin]
                   [--store memory|dynamodb --table T [--endpoint URL] [--create-table]]
+                  [--max-identities N]
   slidegate check-config FILE
   slidegate hash-key KEY    (KEY "-" reads one line from standard input)`
 
@@ -138,7 +139,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.table, "table", "", "DynamoDB `TABLE` (--store dynamodb)")
 	fs.StringVar(&f.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:4567 for dynalite")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the DynamoDB table if it does not exist")
-	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities each memory store holds (`N`; 0: no bound); beyond, a new one evicts the least counted")
+	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities each memory store holds (`N`; 0: no bound); beyond, a new one evicts the one that counts least per unit of time")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil // -h or --help: the flag set printed the flags

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -107,26 +108,39 @@ func serveInProcess(t *testing.T, args ...string) (base string, out *testenv.Buf
 // going to logs.
 func serveLogging(t *testing.T, logs io.Writer, args ...string) (base string, out *testenv.Buffer) {
 	t.Helper()
+	base, out, stop := startServe(t, logs, args...)
+	t.Cleanup(stop)
+	return base, out
+}
+
+// startServe runs `slidegate serve args...` on 127.0.0.1:0 and returns its
+// base URL and stop, which ends it and waits (bounded) for it to return;
+// stop may be called more than once.
+func startServe(t *testing.T, logs io.Writer, args ...string) (base string, out *testenv.Buffer, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, logs)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("serve returned %v", err)
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("serve returned %v", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Error("serve did not return after cancel")
 			}
-		case <-time.After(15 * time.Second):
-			t.Error("serve did not return after cancel")
-		}
-	})
+		})
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			return m[1], out
+			return m[1], out, stop
 		}
 		select {
 		case err := <-done:
@@ -134,6 +148,7 @@ func serveLogging(t *testing.T, logs io.Writer, args ...string) (base string, ou
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
+			cancel()
 			t.Fatalf("no address in %q", out.String())
 		}
 	}
@@ -185,24 +200,9 @@ func TestServeMaxIdentities(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var out, errOut testenv.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--config", cfg, "--demo-origin", "--max-identities", "1024"}, &out, &errOut)
-	}()
-	var base string
-	for base == "" {
-		select {
-		case err := <-done:
-			t.Fatalf("serve ended: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-		if m := listening.FindStringSubmatch(out.String()); m != nil {
-			base = m[1]
-		}
-	}
+	var errOut testenv.Buffer
+	base, _, stop := startServe(t, &errOut, "--config", cfg, "--demo-origin", "--max-identities", "1024")
+	defer stop()
 	send := func(key string) int {
 		req, _ := http.NewRequest("GET", base+"/x", nil)
 		req.Header.Set("X-API-Key", key)
@@ -229,10 +229,7 @@ func TestServeMaxIdentities(t *testing.T) {
 	}
 	// At the latest when it stops, serve logs what its store evicted to
 	// hold 1,024 identities of 3,001.
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("serve: %v", err)
-	}
+	stop()
 	m := regexp.MustCompile(`"evicted_total":(\d+)`).FindStringSubmatch(errOut.String())
 	if m == nil {
 		t.Fatalf("no eviction report in the log:\n%s", errOut.String())
@@ -440,14 +437,16 @@ func TestEndToEnd(t *testing.T) {
 
 // TestServeIdentityOnTheWire: identities as the server reads them off the
 // connection, header lines and all, from 127.0.0.1 as a trusted proxy:
-// each pair of requests must be one client (the second of a 2/minute quota
+// each pair of requests must be one client (the second of a quota of 2
 // after the first is admitted, a third limited) or two. The log must hold
 // no key.
 func TestServeIdentityOnTheWire(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.json")
-	doc := `{"plans": {"free": {"limits": [{"name": "minute", "limit": 2, "window": "1m"}]}},
-		"identity": {"trusted_proxies": ["127.0.0.1"]}}`
+	// A window whose bucket outlasts the run: serve reads the real clock,
+	// and a minute boundary would let a third request through.
+	doc := fmt.Sprintf(`{"plans": {"free": {"limits": [{"name": "minute", "limit": 2, "window": %q}]}},
+		"identity": {"trusted_proxies": ["127.0.0.1"]}}`, testenv.FarWindow(time.Now()))
 	if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"compress/gzip"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ func isFile(p string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// TB is the part of testing.TB that Require uses.
+// TB is the part of testing.TB that Require and Gunzip use.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
@@ -141,4 +142,19 @@ func FarWindow(now time.Time) time.Duration {
 		}
 	}
 	return best
+}
+
+// Gunzip returns the content of the gzip stream b, failing tb when b is
+// not one (an answer labelled gzip whose body is not, or is cut short).
+func Gunzip(tb TB, b []byte) []byte {
+	tb.Helper()
+	z, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		tb.Fatalf("testenv: gzip body (%d bytes, %.40q): %v", len(b), b, err)
+	}
+	out, err := io.ReadAll(z)
+	if err != nil {
+		tb.Fatalf("testenv: gzip body (%d bytes): %v", len(b), err)
+	}
+	return out
 }

@@ -601,7 +601,9 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 	return nil
 }
 
-// Add implements kvstore.Store. It never fails.
+// Add implements kvstore.Store. It never fails. An Add that only takes
+// counts back (no cost is positive) from an identity the store does not
+// hold does nothing: the counts went with it, expired or evicted.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
 	if takeBack(costs) {
