@@ -202,9 +202,9 @@ func removeHop(h http.Header) {
 	}
 }
 
-// addHeader adds src's fields to dst as the client or the origin sent
-// them. syumai's conversion of JavaScript Headers (a request's, fetch's
-// answer's) splits every value at its commas, and the pieces went out as
+// addHeader adds the origin's fields in src to dst as the origin sent
+// them. syumai's conversion of JavaScript Headers (fetch's answer's, as a
+// request's: joinRequestHeader) splits every value at its commas, and the pieces went out as
 // fields of their own: a Set-Cookie's "Expires=Wed, 21 Oct 2037 …" became
 // two cookies, a Location's "?ids=1,2" became "?ids=1, 2", an ETag
 // "\"v1,2\"" no longer matched. Joined with "," again, the pieces give back
@@ -367,8 +367,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the request could not be forwarded")
 		return
 	}
-	out.Header = make(http.Header, len(r.Header))
-	addHeader(out.Header, r.Header)
+	out.Header = r.Header.Clone() // joined as sent (joinRequestHeader)
 	out.ContentLength = r.ContentLength
 	if p.base != nil {
 		out.Header.Del("Host")

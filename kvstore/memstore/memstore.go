@@ -549,12 +549,19 @@ func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
 // write returns id's slot, locked, for a write to slots: without the
 // shard's lock (i < 0) when known allows it, else with the shard's lock
 // held and the slot at index i, inserted when missing (ev counts an
-// eviction that made room).
-func (sh *shard) write(id string, h uint64, slots []kvstore.Slot, ev *atomic.Uint64) (s *slot, i int) {
+// eviction that made room). Unless insert is set, a missing identity is
+// not inserted: write returns nil, holding no lock.
+func (sh *shard) write(id string, h uint64, slots []kvstore.Slot, ev *atomic.Uint64, insert bool) (s *slot, i int) {
 	if s = sh.known(id, h, slots); s != nil {
 		return s, -1
 	}
 	sh.mu.Lock()
+	if !insert {
+		if s, i = sh.locked(id, h); s == nil {
+			sh.mu.Unlock()
+		}
+		return s, i
+	}
 	at := int64(0)
 	for _, x := range slots {
 		at = max(at, x.Bucket*int64(x.Length))
@@ -606,34 +613,13 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 // hold does nothing: the counts went with it, expired or evicted.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
-	if takeBack(costs) {
-		// Taking back counts of an identity the store no longer holds
-		// (expired, or evicted) must not bring it back with a credit, nor
-		// evict another to make room for it.
-		if sl := sh.known(id, h, slots); sl != nil {
-			for k, x := range slots {
-				if costs[k] != 0 {
-					*sh.counter(sl, x) += costs[k]
-				}
-			}
-			sl.mu.Unlock()
-			return nil
-		}
-		sh.mu.Lock()
-		sl, i := sh.locked(id, h)
-		if sl == nil {
-			sh.mu.Unlock()
-			return nil
-		}
-		for k, x := range slots {
-			if costs[k] != 0 {
-				*sh.counter(sl, x) += costs[k]
-			}
-		}
-		sh.done(sl, i, true, slots)
+	// Taking back counts of an identity the store no longer holds (expired,
+	// or evicted) must not bring it back with a credit, nor evict another
+	// to make room for it.
+	sl, i := sh.write(id, h, slots, &s.evicted, !takeBack(costs))
+	if sl == nil {
 		return nil
 	}
-	sl, i := sh.write(id, h, slots, &s.evicted)
 	for k, x := range slots {
 		if costs[k] != 0 {
 			*sh.counter(sl, x) += costs[k]
@@ -691,7 +677,7 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 // Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
 	sh, h := s.shard(id)
-	sl, i := sh.write(id, h, slots, &s.evicted)
+	sl, i := sh.write(id, h, slots, &s.evicted, true)
 	for k, x := range slots {
 		counts[k] = count(sl, x)
 	}
