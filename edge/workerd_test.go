@@ -836,7 +836,6 @@ func TestWorkerdForwardedRequest(t *testing.T) {
 			req.Header.Set("X-API-Key", key)
 			req.Header.Set("X-List", "a,b")
 			req.Header.Set("If-None-Match", `"x,y", W/"z"`)
-			req.Header.Set("Keep-Alive", "timeout=5")
 			req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
 			got := echoed(t, client, req)
 			if got.Method != method || got.URI != uri {
@@ -850,10 +849,11 @@ func TestWorkerdForwardedRequest(t *testing.T) {
 					t.Errorf("the origin got %s %q, want %q", k, v, want)
 				}
 			}
-			for _, k := range []string{"Keep-Alive", "Proxy-Authorization"} {
-				if v, ok := got.Header[k]; ok {
-					t.Errorf("the origin got the hop-by-hop %s %q", k, v)
-				}
+			// Proxy-Authorization: workerd itself drops Keep-Alive, so
+			// only this one tells whether the Worker removes hop-by-hop
+			// headers.
+			if v, ok := got.Header["Proxy-Authorization"]; ok {
+				t.Errorf("the origin got the hop-by-hop Proxy-Authorization %q", v)
 			}
 		})
 	}

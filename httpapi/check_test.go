@@ -351,8 +351,11 @@ func TestCheckAPIMethods(t *testing.T) {
 func TestCheckAPIChunkedBody(t *testing.T) {
 	f := newFixture(t, testConfig(t, nil), nil)
 	var chunked atomic.Bool
+	var read atomic.Int64 // bytes of the body the handler read
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chunked.Store(len(r.TransferEncoding) == 1 && r.TransferEncoding[0] == "chunked" && r.ContentLength == -1)
+		read.Store(0)
+		r.Body = countingBody{r.Body, &read}
 		f.h.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
@@ -372,6 +375,9 @@ func TestCheckAPIChunkedBody(t *testing.T) {
 			defer resp.Body.Close()
 			if !chunked.Load() {
 				t.Fatal("the body did not arrive chunked")
+			}
+			if n := read.Load(); n > MaxCheckBody+1 {
+				t.Errorf("the handler read %d bytes of the body, want at most %d", n, MaxCheckBody+1)
 			}
 			var p problem
 			_ = json.NewDecoder(resp.Body).Decode(&p)
@@ -456,4 +462,16 @@ func TestCheckHeadersMatchBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingBody counts the bytes read from a request body.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (c countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

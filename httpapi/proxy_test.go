@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/slidegate/slidegate/internal/testenv"
@@ -42,7 +40,7 @@ func TestProxyErrorLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	front := httptest.NewServer(NewProxy(u, slog.New(slog.NewJSONHandler(&logs, nil)), nil))
 	defer front.Close()
 
@@ -73,24 +71,6 @@ func TestProxyErrorLog(t *testing.T) {
 	if found != 2 {
 		t.Errorf("%d WARN lines about the cut body, want 2: %q", found, logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a logger that server goroutines write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestProxyForwardedHeaders: the origin gets the X-Forwarded-For chain a

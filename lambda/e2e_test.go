@@ -218,7 +218,8 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	// machine (go test -race ./... runs packages in parallel) are decided
 	// by the store; a stopped store still answers at once (refused).
 	const storeTimeout = time.Second
-	cfg := `{"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": "24h"}]}}, "store_timeout": "1s", "on_store_error": "allow"}`
+	// bootstrap reads the real clock: a window whose bucket outlasts the run.
+	cfg := fmt.Sprintf(`{"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": %q}]}}, "store_timeout": "1s", "on_store_error": "allow"}`, testenv.FarWindow(time.Now()))
 	cmd := exec.Command(bin)
 	cmd.Env = []string{
 		"HOME=" + t.TempDir(),

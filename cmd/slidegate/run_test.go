@@ -165,6 +165,26 @@ func status(t *testing.T, url string) int {
 	return resp.StatusCode
 }
 
+// farConfig writes the configuration file path with every window replaced
+// by testenv.FarWindow's, and returns the copy's path and the window: the
+// servers read the real clock, and a bucket boundary during the run
+// (a minute's, a day's) would let a request through that the test expects
+// limited.
+func farConfig(t *testing.T, path string) (string, time.Duration) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := testenv.FarWindow(time.Now())
+	src = regexp.MustCompile(`"window": *"[^"]*"`).ReplaceAll(src, []byte(fmt.Sprintf(`"window": %q`, w)))
+	out := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(out, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return out, w
+}
+
 // TestServeInProcess runs serve until its context is cancelled.
 func TestServeInProcess(t *testing.T) {
 	var out *testenv.Buffer
@@ -244,36 +264,52 @@ func TestServeMaxIdentities(t *testing.T) {
 func TestLogEvictions(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&buf, nil))
-	m := memstore.NewLimited(256)
 	rule := window.Rule{Name: "minute", Limit: 10, Period: time.Minute}
 	pos := rule.At(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	for i := range 300 {
-		if _, _, _, err := m.UpdateRule(context.Background(), fmt.Sprint("id-", i), rule, pos, 1); err != nil {
-			t.Fatal(err)
+	fill := func(m *memstore.Store, prefix string, n int) {
+		for i := range n {
+			if _, _, _, err := m.UpdateRule(context.Background(), fmt.Sprint(prefix, i), rule, pos, 1); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
-	want := m.Evicted()
-	if want < 300-256 {
-		t.Fatalf("Evicted = %d, want at least %d", want, 300-256)
+	a, b := memstore.NewLimited(256), memstore.NewLimited(256)
+	fill(a, "a-", 300)
+	fill(b, "b-", 400)
+	total := a.Evicted() + b.Evicted()
+	if a.Evicted() < 300-256 || b.Evicted() < 400-256 {
+		t.Fatalf("Evicted = %d and %d, want at least %d and %d", a.Evicted(), b.Evicted(), 300-256, 400-256)
 	}
-	if got := logEvictions(log, []*memstore.Store{m, memstore.NewLimited(256)}, 0); got != want {
-		t.Errorf("logEvictions = %d, want %d", got, want)
+	// The first report counts both stores.
+	if got := logEvictions(log, []*memstore.Store{a, b}, 0); got != total {
+		t.Errorf("logEvictions = %d, want %d", got, total)
 	}
-	if !strings.Contains(buf.String(), fmt.Sprintf(`"evicted":%d`, want)) || !strings.Contains(buf.String(), `"level":"WARN"`) {
-		t.Errorf("log %q, want a WARN line with evicted %d", buf.String(), want)
+	if want := fmt.Sprintf(`"evicted":%d,"evicted_total":%d`, total, total); !strings.Contains(buf.String(), want) || !strings.Contains(buf.String(), `"level":"WARN"`) {
+		t.Errorf("log %q, want a WARN line with %s", buf.String(), want)
 	}
+	// No new evictions: no line.
 	buf.Reset()
-	if got := logEvictions(log, []*memstore.Store{m}, want); got != want || buf.Len() != 0 {
-		t.Errorf("no new evictions: logEvictions = %d, log %q; want %d and no line", got, buf.String(), want)
+	if got := logEvictions(log, []*memstore.Store{a, b}, total); got != total || buf.Len() != 0 {
+		t.Errorf("no new evictions: logEvictions = %d, log %q; want %d and no line", got, buf.String(), total)
+	}
+	// More: the line gives those since the last report, and the total.
+	fill(b, "c-", 100)
+	now := a.Evicted() + b.Evicted()
+	if got := logEvictions(log, []*memstore.Store{a, b}, total); got != now {
+		t.Errorf("logEvictions = %d, want %d", got, now)
+	}
+	if want := fmt.Sprintf(`"evicted":%d,"evicted_total":%d`, now-total, now); !strings.Contains(buf.String(), want) {
+		t.Errorf("log %q, want %s", buf.String(), want)
 	}
 }
 
 // TestServeDynamoDB: two servers on one DynamoDB table (dynalite) share
-// their counters. The servers read the real clock, so the limit is per day:
-// a minute boundary between the requests would let the last one through.
+// their counters. The servers read the real clock, so the limit's window
+// is one whose bucket outlasts the run (farConfig).
 func TestServeDynamoDB(t *testing.T) {
 	srv := dynalite.Run(t)
-	args := []string{"--config", "testdata/shared.json", "--demo-origin", "--store", "dynamodb", "--table", "slidegate-e2e", "--endpoint", srv.Endpoint}
+	cfg, _ := farConfig(t, "testdata/shared.json")
+	args := []string{"--config", cfg, "--demo-origin", "--store", "dynamodb", "--table", "slidegate-e2e", "--endpoint", srv.Endpoint}
 	a, _ := serveInProcess(t, append(args, "--create-table")...)
 	b, _ := serveInProcess(t, args...)
 	for i, base := range []string{a, b, a} {
@@ -299,7 +335,8 @@ func TestEndToEnd(t *testing.T) {
 	if err := build.Run(); err != nil {
 		t.Fatalf("go build: %v", err)
 	}
-	cmd := exec.Command(bin, "serve", "--config", "testdata/e2e.json", "--listen", "127.0.0.1:0", "--demo-origin")
+	cfg, w := farConfig(t, "testdata/e2e.json")
+	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--demo-origin")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +399,7 @@ func TestEndToEnd(t *testing.T) {
 		if r.StatusCode != 200 {
 			t.Fatalf("request %d: %d", i+1, r.StatusCode)
 		}
-		if got, want := r.Header.Get("RateLimit-Policy"), `"minute";q=3;w=60`; got != want {
+		if got, want := r.Header.Get("RateLimit-Policy"), fmt.Sprintf(`"minute";q=3;w=%d`, int(w.Seconds())); got != want {
 			t.Errorf("RateLimit-Policy %q, want %q", got, want)
 		}
 		if got, want := r.Header.Get("X-RateLimit-Remaining"), string(rune('2'-i)); got != want {
