@@ -327,15 +327,7 @@ func TestWorkerdCompressedOrigin(t *testing.T) {
 	}
 	for _, accept := range []string{"gzip", ""} {
 		path := gzipPath + "accept-" + accept
-		res, err := client.Do(request("GET", path, accept))
-		if err != nil {
-			t.Fatalf("Accept-Encoding %q: %v", accept, err)
-		}
-		raw, err := io.ReadAll(res.Body)
-		res.Body.Close()
-		if err != nil {
-			t.Fatalf("Accept-Encoding %q: reading the body (Content-Length %q): %v", accept, res.Header.Get("Content-Length"), err)
-		}
+		res, raw := send(t, client, request("GET", path, accept))
 		body := string(raw)
 		if enc := res.Header.Get("Content-Encoding"); enc == "gzip" {
 			t.Logf("Accept-Encoding %q: Content-Length %q, %d bytes; the origin sent %d compressed", accept, res.Header.Get("Content-Length"), len(raw), len(gzipped("origin:"+path)))
