@@ -404,5 +404,5 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Del("Content-Length")
 	}
 	w.WriteHeader(res.StatusCode)
-	_, _ = io.Copy(w, res.Body)
+	_, _ = io.Copy(bodyWriter(w), res.Body)
 }

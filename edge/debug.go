@@ -22,6 +22,11 @@ const debugPath = "/__slidegate/debug"
 // a debug Worker.
 const memHeader = "X-Slidegate-Debug-Mem"
 
+// streamHeader is set to "1" on a debug Worker's answer whose body went
+// to the runtime as the JavaScript stream fetch gave, as production's
+// does, not copied through Go.
+const streamHeader = "X-Slidegate-Debug-Stream"
+
 // eventLog is an append-only log shared by the isolate's requests (a JS
 // global array in the Worker).
 type eventLog interface {

@@ -43,5 +43,6 @@ func (l jsEventLog) Lines() []string {
 // production Worker's path. The debug Worker wraps syumai's writer only.
 func (m *memWriter) WriteRawJSBody(body js.Value) {
 	m.stamp()
+	m.Header().Set(streamHeader, "1")
 	m.ResponseWriter.(interface{ WriteRawJSBody(js.Value) }).WriteRawJSBody(body)
 }

@@ -124,6 +124,25 @@ func drain(r *http.Request) {
 // to keep the connection usable; net/http's server uses the same bound.
 const maxDiscard = 256 << 10
 
+// bodyWriter returns the writer an origin's body goes to once w's header is
+// written: the first down w's Unwrap chain that takes fetch's JavaScript
+// stream as it is (syumai's own writer; the debug Worker's), so that the
+// body is not copied through Go, or w. The pre-filter's writer in between
+// (httpapi's originWriter) has nothing left to do once the header is
+// written.
+func bodyWriter(w http.ResponseWriter) io.Writer {
+	for u := w; ; {
+		if _, ok := u.(interface{ WriteRawJSBody(js.Value) }); ok {
+			return u
+		}
+		uw, ok := u.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return w
+		}
+		u = uw.Unwrap()
+	}
+}
+
 // rawBody is what syumai's request bodies offer besides io.Reader: the JS
 // stream they read from.
 type rawBody interface{ GetRawJSBody() js.Value }

@@ -4,6 +4,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 )
 
@@ -13,3 +15,6 @@ func serve() {
 	fmt.Fprintln(os.Stderr, "edge: this is the Cloudflare Worker; build it with `make build-edge` (GOOS=js GOARCH=wasm) and run it with `make dev-edge`")
 	os.Exit(2)
 }
+
+// bodyWriter is w: outside js/wasm no writer takes a JavaScript stream.
+func bodyWriter(w http.ResponseWriter) io.Writer { return w }

@@ -651,6 +651,12 @@ func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 		h.Set("Content-Type", "application/octet-stream")
 		h.Set("Content-Length", strconv.Itoa(len(bigBody())))
 		_, _ = w.Write(bigBody())
+	case "limits": // an origin that limits too
+		h.Set("X-RateLimit-Limit", "5000")
+		h.Set("X-RateLimit-Remaining", "0")
+		h.Set("X-RateLimit-Reset", "1800003600")
+		h.Set("RateLimit", `"origin";r=0;t=60`)
+		_, _ = io.WriteString(w, "limits")
 	case "hop":
 		h.Set("Connection", "X-Hop-Response")
 		h.Set("X-Hop-Response", "1")
@@ -717,6 +723,18 @@ func TestWorkerdOriginAnswers(t *testing.T) {
 				t.Errorf("Content-Length %q, want the origin's %s", got, want)
 			}
 		}},
+		{name: "the origin's own limits", path: "limits", status: 200, body: "limits", check: func(t *testing.T, res *http.Response) {
+			// One X-RateLimit trio, the origin's (no request remaining);
+			// RateLimit lists the origin's item after the pre-filter's.
+			for k, want := range map[string]string{"X-Ratelimit-Limit": "5000", "X-Ratelimit-Remaining": "0", "X-Ratelimit-Reset": "1800003600"} {
+				if got := res.Header[k]; !slices.Equal(got, []string{want}) {
+					t.Errorf("%s %q, want %q alone", k, got, want)
+				}
+			}
+			if got := strings.Join(res.Header.Values("RateLimit"), ", "); !strings.HasPrefix(got, `"minute";`) || !strings.HasSuffix(got, `, "origin";r=0;t=60`) {
+				t.Errorf("RateLimit %q, want the pre-filter's items, then the origin's", got)
+			}
+		}},
 		{name: "hop-by-hop headers", path: "hop", status: 200, body: "hop", check: func(t *testing.T, res *http.Response) {
 			for _, k := range []string{"X-Hop-Response", "Proxy-Authenticate"} {
 				if v, ok := res.Header[k]; ok {
@@ -740,6 +758,11 @@ func TestWorkerdOriginAnswers(t *testing.T) {
 				if res.Header.Get(k) == "" {
 					t.Errorf("no %s header on the proxied answer", k)
 				}
+			}
+			// A body goes on as fetch's stream, as in production, not
+			// through Go (the debug Worker marks it).
+			if got := res.Header.Get(streamHeader); tc.body != "" && got != "1" {
+				t.Errorf("%s %q: the body went through Go", streamHeader, got)
 			}
 			if tc.check != nil {
 				tc.check(t, res)

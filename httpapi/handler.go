@@ -360,15 +360,16 @@ var verdicts = sync.Pool{New: func() any { return new(verdict) }}
 // origin. The decision runs in admit so that none of its frames is on the
 // stack while the origin is proxied.
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
-	if h.admit(w, r) {
-		h.next.ServeHTTP(w, r)
+	if remaining, ok := h.admit(w, r); ok {
+		serveOrigin(h.next, w, r, remaining)
 	}
 }
 
 // admit decides r, sets the rate-limit headers, answers 429 (or 503 on a
 // store error under on_store_error deny) itself, and reports whether the
-// request goes on to the origin.
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request) bool {
+// request goes on to the origin, with the X-RateLimit-Remaining it set
+// (negative: none, after a store error).
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	now := h.now()
 	addr, _ := h.clientAddr(r)
 	ipID := ipIdentity(addr, h.v6bits)
@@ -390,21 +391,21 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) bool {
 		h.logStoreError(r, v.ipErr, "kept the ip_limits count of a refused request", ipID, p)
 	}
 	if v.err != nil {
-		return h.storeError(w, r, v.err, id, p)
+		return -1, h.storeError(w, r, v.err, id, p)
 	}
 	hd := w.Header()
 	setHeaders(hd, p.policy, p.items, v.ds[:v.n], v.deciding, now)
 	if v.deciding.Allowed {
-		return true
+		return v.deciding.Remaining, true
 	}
 	h.logDenied(r, id, p, cost, v)
 	if !h.shadow {
 		writeTooMany(w, p, v)
-		return false
+		return 0, false
 	}
 	hd.Set(ShadowHeader, "denied")
 	hd.Del(hRetry)
-	return true
+	return v.deciding.Remaining, true
 }
 
 // storeError logs a request the limiter could not decide and, per

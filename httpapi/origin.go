@@ -1,0 +1,179 @@
+package httpapi
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// ownHeaders are the fields the pre-filter sets before the origin answers:
+// the rate-limit fields and the marks of shadow mode and of a store error.
+// The X-RateLimit trio comes first (see settleTrio).
+var ownHeaders = [...]string{hLimit, hRemaining, hReset, hPolicy, hRateLimit, ShadowHeader, StoreHeader}
+
+// originWriter is the ResponseWriter an admitted request's origin answers
+// through. When the origin's final status is written it settles the
+// pre-filter's own fields against what the origin put next to them:
+//
+//   - An origin that limits too sends its own X-RateLimit-Limit,
+//     -Remaining and -Reset. Each is one integer, and two of them (ours
+//     and the origin's, or "60, 5000" once joined) is a value no client
+//     can read. Of the two trios, the one with the fewer requests
+//     remaining is kept whole, as gateways that apply several limits
+//     report the one closest to being reached; on a tie, or when the
+//     origin's Remaining is not one integer, the pre-filter's.
+//     RateLimit and RateLimit-Policy are structured-field lists, so the
+//     origin's items simply follow the pre-filter's.
+//   - httputil.ReverseProxy empties the header map after passing on an
+//     informational answer (103 Early Hints), which took the pre-filter's
+//     fields off the final answer. They are put back.
+type originWriter struct {
+	http.ResponseWriter
+	// remaining is the pre-filter's X-RateLimit-Remaining; negative when
+	// it set none (a store error under on_store_error allow).
+	remaining int64
+	// own holds the pre-filter's value of each of ownHeaders ("": none),
+	// taken off the map for the first informational answer and put back
+	// before the final one; nil until an informational answer.
+	own     *[len(ownHeaders)]string
+	settled bool
+}
+
+var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
+
+// serveOrigin hands r to next through an originWriter over w; remaining is
+// the pre-filter's X-RateLimit-Remaining, negative for none.
+func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, remaining int64) {
+	ow := originWriters.Get().(*originWriter)
+	*ow = originWriter{ResponseWriter: w, remaining: remaining}
+	defer func() {
+		*ow = originWriter{}
+		originWriters.Put(ow)
+	}()
+	next.ServeHTTP(ow, r)
+}
+
+// WriteHeader passes informational answers on and settles the fields
+// before the final one.
+func (w *originWriter) WriteHeader(code int) {
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		if !w.settled && w.own == nil {
+			w.keepOwn()
+		}
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	w.settle()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Write settles the fields first: the first Write sends the header.
+func (w *originWriter) Write(p []byte) (int, error) {
+	w.settle()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError settles the fields and flushes; the first flush sends the
+// header. http.ResponseController finds it.
+func (w *originWriter) FlushError() error {
+	w.settle()
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush is FlushError for handlers that look for an http.Flusher.
+func (w *originWriter) Flush() { _ = w.FlushError() }
+
+// ReadFrom settles the fields and copies r with the connection's own
+// ReadFrom (sendfile), as a handler's io.Copy to the writer would without
+// the originWriter.
+func (w *originWriter) ReadFrom(r io.Reader) (int64, error) {
+	w.settle()
+	return io.Copy(w.ResponseWriter, r)
+}
+
+// Hijack settles the fields and hands over the connection: a protocol
+// upgrade the origin accepted. http.ResponseController finds it, and so do
+// handlers that look for an http.Hijacker. httputil.ReverseProxy adds the
+// origin's fields to the header map only after it hijacked, and writes the
+// 101 from the map itself: an origin's own X-RateLimit fields on a 101
+// follow the pre-filter's, unsettled.
+func (w *originWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.settle()
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *originWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// keepOwn takes the pre-filter's fields off the header map until the final
+// answer: an informational answer has no use for them, and the map may be
+// emptied after it. Each field's first value is the pre-filter's, set
+// before the origin added any.
+func (w *originWriter) keepOwn() {
+	hd := w.ResponseWriter.Header()
+	own := new([len(ownHeaders)]string)
+	for i, k := range ownHeaders {
+		switch vs := hd[k]; len(vs) {
+		case 0:
+		case 1:
+			own[i] = vs[0]
+			delete(hd, k)
+		default:
+			own[i], hd[k] = vs[0], vs[1:]
+		}
+	}
+	w.own = own
+}
+
+// settle puts back the fields an informational answer took and settles the
+// X-RateLimit trio, once, before the final answer's header is sent.
+func (w *originWriter) settle() {
+	if w.settled {
+		return
+	}
+	w.settled = true
+	hd := w.ResponseWriter.Header()
+	if w.own != nil {
+		for i, k := range ownHeaders {
+			if v := w.own[i]; v != "" {
+				hd[k] = append([]string{v}, hd[k]...)
+			}
+		}
+	}
+	settleTrio(hd, w.remaining)
+}
+
+// settleTrio keeps one X-RateLimit trio when the origin added its own to
+// the pre-filter's (each field's first value is the pre-filter's, and
+// remaining is its Remaining): the origin's when it has fewer requests
+// remaining, else the pre-filter's.
+func settleTrio(hd http.Header, remaining int64) {
+	if remaining < 0 {
+		return // the pre-filter set none: the origin's are the only ones
+	}
+	lim, rem, reset := hd[hLimit], hd[hRemaining], hd[hReset]
+	if len(lim) < 2 && len(rem) < 2 && len(reset) < 2 {
+		return // the origin sent none
+	}
+	theirs := false
+	if len(rem) == 2 {
+		n, err := strconv.ParseInt(strings.TrimSpace(rem[1]), 10, 64)
+		theirs = err == nil && n < remaining
+	}
+	for _, k := range ownHeaders[:3] {
+		vs := hd[k]
+		switch {
+		case len(vs) == 0:
+		case !theirs:
+			hd[k] = vs[:1:1]
+		case len(vs) == 1:
+			delete(hd, k) // the origin's trio lacks it
+		default:
+			hd[k] = vs[1:]
+		}
+	}
+}

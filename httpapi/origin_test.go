@@ -1,0 +1,298 @@
+package httpapi
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// originFront is the Handler with the local server's proxy in front of
+// origin, served over loopback; pro keys have 10 a minute.
+func originFront(t *testing.T, origin http.Handler, edit func(*Options)) string {
+	t.Helper()
+	o := httptest.NewServer(origin)
+	t.Cleanup(o.Close)
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, testConfig(t, nil), func(opt *Options) {
+		opt.Next = NewProxy(u, nil, nil)
+		if edit != nil {
+			edit(opt)
+		}
+	})
+	front := httptest.NewServer(f.h)
+	t.Cleanup(front.Close)
+	return front.URL
+}
+
+// getPro sends a GET with the pro key and returns the answer, its body
+// read; trace, when not nil, sees the informational answers.
+func getPro(t *testing.T, target string, trace *httptrace.ClientTrace) *http.Response {
+	t.Helper()
+	r, err := http.NewRequest(http.MethodGet, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("X-API-Key", proKey)
+	if trace != nil {
+		r = r.WithContext(httptrace.WithClientTrace(r.Context(), trace))
+	}
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	return res
+}
+
+// trio is the X-RateLimit fields as the client got them, each field's lines
+// joined by "|" and "-" for a field that is absent.
+func trio(h http.Header) string {
+	var out []string
+	for _, k := range []string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"} {
+		v := strings.Join(h[k], "|")
+		if v == "" {
+			v = "-"
+		}
+		out = append(out, v)
+	}
+	return strings.Join(out, " ")
+}
+
+// TestOriginRateLimitHeaders: an origin that limits too sends its own
+// X-RateLimit trio. The client gets one trio, never two values of a field:
+// the origin's, whole, when it has fewer requests remaining than the
+// pre-filter (9 after the first request of a pro key), else the
+// pre-filter's. The origin's RateLimit and RateLimit-Policy items follow
+// the pre-filter's, as lists do.
+func TestOriginRateLimitHeaders(t *testing.T) {
+	const ours = "10 9 1800000061" // pro: 10 a minute, t0+10s, reset in 51 s
+	tests := []struct {
+		name   string
+		origin map[string][]string
+		want   string
+	}{
+		{"none", nil, ours},
+		{"more remaining", map[string][]string{"X-RateLimit-Limit": {"5000"}, "X-RateLimit-Remaining": {"4999"}, "X-RateLimit-Reset": {"1800003600"}}, ours},
+		{"as many remaining", map[string][]string{"X-RateLimit-Limit": {"50"}, "X-RateLimit-Remaining": {"9"}, "X-RateLimit-Reset": {"1800003600"}}, ours},
+		{"fewer remaining", map[string][]string{"X-RateLimit-Limit": {"5000"}, "X-RateLimit-Remaining": {"3"}, "X-RateLimit-Reset": {"1800003600"}}, "5000 3 1800003600"},
+		{"fewer, no reset", map[string][]string{"X-RateLimit-Limit": {"5000"}, "X-RateLimit-Remaining": {"0"}}, "5000 0 -"},
+		{"remaining only", map[string][]string{"X-RateLimit-Remaining": {" 2 "}}, "- 2 -"},
+		{"no remaining", map[string][]string{"X-RateLimit-Limit": {"1"}, "X-RateLimit-Reset": {"1"}}, ours},
+		{"remaining not a number", map[string][]string{"X-RateLimit-Limit": {"1"}, "X-RateLimit-Remaining": {"none"}}, ours},
+		{"remaining twice", map[string][]string{"X-RateLimit-Remaining": {"1", "0"}}, ours},
+		{"negative remaining", map[string][]string{"X-RateLimit-Remaining": {"-1"}}, "- -1 -"},
+		{"limit and remaining equal to ours", map[string][]string{"X-RateLimit-Limit": {"10"}, "X-RateLimit-Remaining": {"8"}}, "10 8 -"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				maps := w.Header()
+				for k, vs := range tt.origin {
+					maps[textproto.CanonicalMIMEHeaderKey(k)] = vs
+				}
+				maps.Set("RateLimit-Policy", `"origin";q=5000;w=3600`)
+				maps.Set("RateLimit", `"origin";r=4000;t=100`)
+				_, _ = io.WriteString(w, "origin")
+			})
+			res := getPro(t, originFront(t, origin, nil), nil)
+			if res.StatusCode != http.StatusOK {
+				t.Fatalf("status %d, want 200", res.StatusCode)
+			}
+			if got := trio(res.Header); got != tt.want {
+				t.Errorf("X-RateLimit trio %q, want %q", got, tt.want)
+			}
+			if got, want := res.Header.Values("RateLimit-Policy"), []string{`"minute";q=10;w=60`, `"origin";q=5000;w=3600`}; !slices.Equal(got, want) {
+				t.Errorf("RateLimit-Policy %q, want %q", got, want)
+			}
+			if got, want := res.Header.Values("RateLimit"), []string{`"minute";r=9;t=51`, `"origin";r=4000;t=100`}; !slices.Equal(got, want) {
+				t.Errorf("RateLimit %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestOriginTrioAfterStoreError: when a store error left the pre-filter
+// without a decision (on_store_error allow), the origin's trio is the only
+// one and reaches the client as the origin sent it.
+func TestOriginTrioAfterStoreError(t *testing.T) {
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header()["X-Ratelimit-Remaining"] = []string{"7", "6"}
+		w.Header().Set("X-RateLimit-Limit", "100")
+	})
+	target := originFront(t, origin, func(o *Options) { o.Store = &failStore{} })
+	res := getPro(t, target, nil)
+	if got := res.Header.Get(StoreHeader); got != StoreErrorAllowed {
+		t.Fatalf("%s = %q, want %q", StoreHeader, got, StoreErrorAllowed)
+	}
+	if got, want := trio(res.Header), "100 7|6 -"; got != want {
+		t.Errorf("X-RateLimit trio %q, want %q", got, want)
+	}
+}
+
+// TestEarlyHints: an origin's 103 Early Hints reaches the client without
+// the pre-filter's fields, and its final answer with them. ReverseProxy
+// empties the header map after a 1xx; the final answer had lost every
+// rate-limit field.
+func TestEarlyHints(t *testing.T) {
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Header().Set("X-RateLimit-Remaining", "1")
+		w.Header().Set("RateLimit", `"origin";r=1;t=5`)
+		_, _ = io.WriteString(w, "page")
+	})
+	var hints []textproto.MIMEHeader
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		if code == http.StatusEarlyHints {
+			hints = append(hints, h)
+		}
+		return nil
+	}}
+	res := getPro(t, originFront(t, origin, nil), trace)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d, want 200", res.StatusCode)
+	}
+	if len(hints) != 1 || hints[0].Get("Link") != "</a.css>; rel=preload" {
+		t.Fatalf("103s %v, want one with the origin's Link", hints)
+	}
+	for _, k := range ownHeaders {
+		if v := hints[0].Values(k); len(v) > 0 {
+			t.Errorf("the 103 has %s %q", k, v)
+		}
+	}
+	if got, want := trio(res.Header), "- 1 -"; got != want {
+		t.Errorf("X-RateLimit trio %q, want %q (the origin's, fewer remaining)", got, want)
+	}
+	if got, want := res.Header.Values("RateLimit"), []string{`"minute";r=9;t=51`, `"origin";r=1;t=5`}; !slices.Equal(got, want) {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	if got, want := res.Header.Get("RateLimit-Policy"), `"minute";q=10;w=60`; got != want {
+		t.Errorf("RateLimit-Policy %q, want %q", got, want)
+	}
+	if got := res.Header.Get("Link"); got != "" {
+		t.Errorf("final answer has the 103's Link %q", got)
+	}
+}
+
+// TestOriginUpgrade: a protocol upgrade the origin accepts goes through the
+// originWriter (ReverseProxy hijacks the connection and writes the 101 from
+// the header map itself): the 101 has the pre-filter's fields, and bytes
+// pass both ways.
+func TestOriginUpgrade(t *testing.T) {
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "upgrade: echo expected", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "echo")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		line, _ := brw.ReadString('\n')
+		_, _ = brw.WriteString("echo: " + line)
+		_ = brw.Flush()
+	})
+	target := originFront(t, origin, nil)
+	r, err := http.NewRequest(http.MethodGet, target+"/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("X-API-Key", proKey)
+	r.Header.Set("Connection", "Upgrade")
+	r.Header.Set("Upgrade", "echo")
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("status %d, want 101", res.StatusCode)
+	}
+	if got, want := res.Header.Get("RateLimit"), `"minute";r=9;t=51`; got != want {
+		t.Errorf("RateLimit %q, want %q", got, want)
+	}
+	rw, ok := res.Body.(io.ReadWriter)
+	if !ok {
+		t.Fatalf("101 body is a %T, not a connection", res.Body)
+	}
+	if _, err := io.WriteString(rw, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(rw).ReadString('\n')
+	if err != nil || line != "echo: hello\n" {
+		t.Errorf("read %q, %v; want %q", line, err, "echo: hello\n")
+	}
+}
+
+// TestOriginStreams: what the origin flushes reaches the client while the
+// origin is still answering (the originWriter passes flushes on), with the
+// rate-limit fields on the header that the first flush sent.
+func TestOriginStreams(t *testing.T) {
+	next := make(chan struct{})
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		<-next // the client has read the first event
+		_, _ = io.WriteString(w, "data: two\n\n")
+	})
+	target := originFront(t, origin, nil)
+	r, err := http.NewRequest(http.MethodGet, target+"/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Header.Set("X-API-Key", proKey)
+	res, err := http.DefaultClient.Do(r)
+	if err != nil {
+		close(next)
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if got, want := trio(res.Header), "10 9 1800000061"; got != want {
+		t.Errorf("X-RateLimit trio %q, want %q", got, want)
+	}
+	br := bufio.NewReader(res.Body)
+	first, err := br.ReadString('\n')
+	close(next)
+	if err != nil || first != "data: one\n" {
+		t.Fatalf("first line %q, %v; want %q", first, err, "data: one\n")
+	}
+	rest, err := io.ReadAll(br)
+	if err != nil || string(rest) != "\ndata: two\n\n" {
+		t.Errorf("rest %q, %v", rest, err)
+	}
+}
+
+// TestOriginWriterReadFrom: an origin handler that copies a reader into the
+// writer (io.Copy finds ReadFrom) sends the fields settled, and the bytes.
+func TestOriginWriterReadFrom(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), func(o *Options) {
+		o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Add("X-RateLimit-Remaining", "0")
+			if _, ok := w.(io.ReaderFrom); !ok {
+				t.Errorf("the origin's writer %T is no io.ReaderFrom", w)
+			}
+			_, _ = io.Copy(w, strings.NewReader("copied"))
+		})
+	})
+	w := f.do(req{header: map[string]string{"X-API-Key": proKey}})
+	if got, want := trio(w.Header()), "- 0 -"; got != want || w.Body.String() != "copied" {
+		t.Errorf("trio %q, body %q; want %q, %q", got, w.Body.String(), want, "copied")
+	}
+}
