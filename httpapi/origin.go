@@ -55,6 +55,9 @@ func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, rema
 		originWriters.Put(ow)
 	}()
 	next.ServeHTTP(ow, r)
+	// A handler that wrote no final status leaves it to the server (200)
+	// or to the Lambda adapter, which send the header map as it is now.
+	ow.settle()
 }
 
 // WriteHeader passes informational answers on and settles the fields

@@ -296,3 +296,34 @@ func TestOriginWriterReadFrom(t *testing.T) {
 		t.Errorf("trio %q, body %q; want %q, %q", got, w.Body.String(), want, "copied")
 	}
 }
+
+// TestOriginWritesNothing: an origin handler that returns without writing
+// its final status (the server answers 200 from the header map), after an
+// informational answer or with only fields set, still sends the
+// pre-filter's fields, settled.
+func TestOriginWritesNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		early bool
+	}{{"after a 103", true}, {"fields only", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), func(o *Options) {
+				o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if tt.early {
+						w.Header().Set("Link", "</a.css>; rel=preload")
+						w.WriteHeader(http.StatusEarlyHints)
+						clear(w.Header()) // as httputil.ReverseProxy does
+					}
+					w.Header().Add("X-RateLimit-Remaining", "20")
+				})
+			})
+			w := f.do(req{header: map[string]string{"X-API-Key": proKey}})
+			if got, want := trio(w.Header()), "10 9 1800000061"; got != want {
+				t.Errorf("trio %q, want %q", got, want)
+			}
+			if got, want := w.Header().Get("RateLimit"), `"minute";r=9;t=51`; got != want {
+				t.Errorf("RateLimit %q, want %q", got, want)
+			}
+		})
+	}
+}
