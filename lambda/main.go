@@ -9,7 +9,7 @@ import (
 )
 
 func main() {
-	h, err := setup(context.Background(), os.Getenv)
+	h, err := setup(context.Background(), os.Getenv, os.Stderr)
 	if err != nil {
 		// An init error: Lambda reports it and retries the instance.
 		fmt.Fprintln(os.Stderr, err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"os"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,8 +45,10 @@ var (
 	ErrConfig = errors.New("lambda: " + EnvConfig)
 )
 
-// setup builds the instance's handler from the environment.
-func setup(ctx context.Context, getenv func(string) string) (http.Handler, error) {
+// setup builds the instance's handler from the environment; the handler
+// logs JSON lines to logs (the function's stderr, which Lambda sends to
+// CloudWatch).
+func setup(ctx context.Context, getenv func(string) string, logs io.Writer) (http.Handler, error) {
 	cfg := config.Default()
 	if raw := getenv(EnvConfig); raw != "" {
 		var err error
@@ -54,7 +56,7 @@ func setup(ctx context.Context, getenv func(string) string) (http.Handler, error
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log := slog.New(slog.NewJSONHandler(logs, nil))
 	var next http.Handler
 	if raw := getenv(EnvOrigin); raw != "" {
 		u, err := url.Parse(raw)

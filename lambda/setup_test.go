@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 )
@@ -22,7 +23,7 @@ func TestSetupRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := setup(context.Background(), func(k string) string { return tt.env[k] })
+			_, err := setup(context.Background(), func(k string) string { return tt.env[k] }, io.Discard)
 			if !errors.Is(err, tt.want) || !strings.Contains(err.Error(), tt.text) {
 				t.Errorf("setup = %v, want %v naming %q", err, tt.want, tt.text)
 			}

@@ -25,9 +25,11 @@ import (
 // fault is what the proxy does to the n-th request (1-based) of one
 // DynamoDB operation.
 type fault struct {
-	status  int    // 0: pass the request through untouched
+	status  int    // 0: pass the request through untouched (unless drop)
 	code    string // the error's __type suffix
 	applied bool   // forward the request (the server applies it), then replace the answer
+	body    string // the answer's body instead of an error naming code; "" with code ""
+	drop    bool   // close the connection instead of answering
 }
 
 // faultProxy is a reverse proxy on 127.0.0.1 to a dynalite endpoint that
@@ -55,14 +57,23 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int) 
 		f := p.inject(op, p.seen[op])
 		p.mu.Unlock()
 		switch {
-		case f.status == 0:
+		case f.status == 0 && !f.drop:
 			rp.ServeHTTP(w, r)
 			return
 		case f.applied:
 			rec := httptest.NewRecorder()
 			rp.ServeHTTP(rec, r)
 		}
-		body := []byte(`{"__type":"com.amazonaws.dynamodb.v20120810#` + f.code + `","message":"injected"}`)
+		if f.drop {
+			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				_ = c.Close()
+			}
+			return
+		}
+		body := []byte(f.body)
+		if f.code != "" {
+			body = []byte(`{"__type":"com.amazonaws.dynamodb.v20120810#` + f.code + `","message":"injected"}`)
+		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
 		w.WriteHeader(f.status)
@@ -91,16 +102,17 @@ func firstOf(op string, f fault) func(string, int) fault {
 
 var serverError = fault{status: 500, code: "InternalServerError", applied: true}
 
-// TestAppliedWriteIsNotRetried: DynamoDB applies a write and the answer is
-// lost (a 500 here). ADD is not idempotent, so the write is not retried:
-// the call fails (the HTTP layer's on_store_error decides) and the table
-// holds the cost once, not twice.
-func TestAppliedWriteIsNotRetried(t *testing.T) {
+// storeWrite is one way to write a cost of 1 to identity "k".
+type storeWrite struct {
+	name  string
+	write func(s kvstore.Conditional) error
+}
+
+// writesOfOne writes a cost of 1 to the minute bucket of t0 for "k", once
+// conditionally (AddIf, limit 10) and once unconditionally (Add).
+func writesOfOne() []storeWrite {
 	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
-	tests := []struct {
-		name  string
-		write func(s kvstore.Conditional) error
-	}{
+	return []storeWrite{
 		{"AddIf", func(s kvstore.Conditional) error {
 			_, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
 			return err
@@ -108,14 +120,21 @@ func TestAppliedWriteIsNotRetried(t *testing.T) {
 		{"Add", func(s kvstore.Conditional) error {
 			return s.Add(context.Background(), "k", []kvstore.Slot{cur}, []int64{1})
 		}},
-		{"limiter, limit 1", func(s kvstore.Conditional) error {
-			res, err := limiter.New(limiter.Options{Store: s}).Check(context.Background(), t0, "k", []limiter.Rule{rule("minute", 1, time.Minute)}, 1)
-			if err == nil && !res.Allowed {
-				t.Errorf("the first request was denied: a retry met its own count")
-			}
-			return err
-		}},
 	}
+}
+
+// TestAppliedWriteIsNotRetried: DynamoDB applies a write and the answer is
+// lost (a 500 here). ADD is not idempotent, so the write is not retried:
+// the call fails (the HTTP layer's on_store_error decides) and the table
+// holds the cost once, not twice.
+func TestAppliedWriteIsNotRetried(t *testing.T) {
+	tests := append(writesOfOne(), storeWrite{"limiter, limit 1", func(s kvstore.Conditional) error {
+		res, err := limiter.New(limiter.Options{Store: s}).Check(context.Background(), t0, "k", []limiter.Rule{rule("minute", 1, time.Minute)}, 1)
+		if err == nil && !res.Allowed {
+			t.Errorf("the first request was denied: a retry met its own count")
+		}
+		return err
+	}})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", serverError))
@@ -149,6 +168,60 @@ func TestThrottledWriteIsRetried(t *testing.T) {
 	}
 	if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 1 {
 		t.Errorf("the table holds %d, want 1", got)
+	}
+}
+
+// TestBrokenAnswers: an answer to a write that is cut off, not JSON, or
+// JSON without the written counters is an error, never a success and never
+// a panic; the write is not retried (it may have been applied), and what
+// the server applied is in the table once.
+func TestBrokenAnswers(t *testing.T) {
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	counter := attr("minute", time.Minute, t0)
+	tests := []struct {
+		name string
+		f    fault
+	}{
+		{"200 empty object", fault{status: 200, body: `{}`}},
+		{"200 empty body", fault{status: 200}},
+		{"200 item without the counter", fault{status: 200, body: `{"Attributes":{"id":{"S":"k"},"ttl":{"N":"1"}}}`}},
+		{"200 item without the counter, applied", fault{status: 200, applied: true, body: `{"Attributes":{"id":{"S":"k"}}}`}},
+		{"200 not JSON", fault{status: 200, body: `<html>gateway</html>`}},
+		{"200 cut off, applied", fault{status: 200, applied: true, body: `{"Attributes":{"` + counter + `":{"N":"1`}},
+		{"200 count not a number, applied", fault{status: 200, applied: true, body: `{"Attributes":{"` + counter + `":{"N":"one"}}}`}},
+		{"400 cut off", fault{status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","mess`}},
+		{"400 not JSON", fault{status: 400, body: `Bad Request`}},
+		{"failed condition, count not a number", fault{status: 400, body: `{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException",` +
+			`"message":"x","Item":{"id":{"S":"k"},"` + counter + `":{"N":"1e3x"}}}`}},
+		{"connection closed", fault{drop: true}},
+		{"connection closed, applied", fault{drop: true, applied: true}},
+	}
+	for _, tt := range tests {
+		for _, w := range writesOfOne() {
+			t.Run(tt.name+"/"+w.name, func(t *testing.T) {
+				px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", tt.f))
+				tb := newTable(t, px.URL)
+				s := tb.store(t)
+				if err := w.write(s); err == nil {
+					t.Errorf("write answered %d %q: got no error", tt.f.status, tt.f.body)
+				}
+				if n := px.count("UpdateItem"); n != 1 {
+					t.Errorf("%d UpdateItem requests, want 1 (no retry)", n)
+				}
+				want := int64(0)
+				if tt.f.applied {
+					want = 1
+				}
+				if got := tb.stored(t, "k")[counter]; got != want {
+					t.Errorf("the table holds %d, want %d", got, want)
+				}
+				// The next write is answered in full and tells the truth.
+				counts := make([]int64, 1)
+				if ok, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, counts); err != nil || !ok || counts[0] != want+1 {
+					t.Errorf("next AddIf = %v, %v, counts %v; want true, nil, [%d]", ok, err, counts, want+1)
+				}
+			})
+		}
 	}
 }
 

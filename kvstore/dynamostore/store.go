@@ -149,6 +149,9 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 	if err != nil {
 		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
 	}
+	if err := written(out.Attributes, conds); err != nil {
+		return err
+	}
 	// An undo lowers counts: merging by maximum would keep the old, higher
 	// values, so the returned item replaces the cached one.
 	if _, err := s.cache.store(id, out.Attributes, !undo); err != nil {
@@ -174,6 +177,9 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	}
 	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
 	if err == nil {
+		if err := written(out.Attributes, conds); err != nil {
+			return false, err
+		}
 		item, err := s.cache.store(id, out.Attributes, true)
 		if err != nil {
 			return false, err
@@ -225,6 +231,25 @@ var writeRetryer = retry.NewStandard(func(o *retry.StandardOptions) {
 
 // retryThrottlesOnly is the per-call option of the Store's writes.
 func retryThrottlesOnly(o *dynamodb.Options) { o.Retryer = writeRetryer }
+
+// written checks that item, the answer to a write of conds, holds every
+// counter the write added to. DynamoDB answers a write with the whole item
+// after it (ReturnValues ALL_NEW), which then has them all; an answer
+// without them (a 200 with an empty body or "{}" from an endpoint, or
+// something in front of it, that did not do the write) is no evidence that
+// the request was counted, and taking it for one would admit requests that
+// nothing counts.
+func written(item map[string]types.AttributeValue, conds []kvstore.Cond) error {
+	for _, c := range conds {
+		if c.Add == 0 {
+			continue
+		}
+		if _, ok := item[attrName(c.Slot)]; !ok {
+			return fmt.Errorf("%w: the answer to the write lacks counter %q", ErrItem, attrName(c.Slot))
+		}
+	}
+	return nil
+}
 
 // fill sets counts[i] to the count of conds[i]'s slot in item.
 func fill(item []cell, conds []kvstore.Cond, counts []int64) {

@@ -146,7 +146,7 @@ func TestAddIfIsOneConditionalUpdate(t *testing.T) {
 }
 
 func TestAddIfNegativeMaxNeedsTheAttribute(t *testing.T) {
-	api := &fakeAPI{update: returns(item())}
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 1))}
 	s := mustNew(t, api)
 	_, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: minute(b0), Max: -1, Add: 1}}, make([]int64, 1))
 	if err != nil {
@@ -296,7 +296,7 @@ func TestOldBucketsRemovedAndTTLNeverShrinks(t *testing.T) {
 	dayTTL := time.Unix(0, 0).Add(20408 * 24 * time.Hour).Unix()
 	api := &fakeAPI{update: returns(item(
 		"minute#1m0s#29384717", 1, "minute#1m0s#29384718", 2, "minute#1m0s#29384719", 3,
-		"day#24h0m0s#20406", 6, "other#1m0s#1", 1, "ttl", dayTTL))}
+		"minute#1m0s#29384720", 1, "day#24h0m0s#20406", 6, "other#1m0s#1", 1, "ttl", dayTTL))}
 	s := mustNew(t, api)
 	ctx := context.Background()
 	if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0 - 1)}, []int64{1}); err != nil {
@@ -444,7 +444,7 @@ func TestTTLFromMaxPeriod(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			api := &fakeAPI{update: returns(nil)}
+			api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 1))}
 			s := mustNew(t, api, tt.opts...)
 			if err := s.Add(context.Background(), "k", []kvstore.Slot{minute(b0)}, []int64{1}); err != nil {
 				t.Fatal(err)
@@ -453,6 +453,28 @@ func TestTTLFromMaxPeriod(t *testing.T) {
 			got := resolve(in, aws.ToString(in.UpdateExpression))
 			if want := fmt.Sprintf("SET ttl = %d ADD ", tt.want.Unix()); !strings.HasPrefix(got, want) {
 				t.Errorf("update = %s, want prefix %s", got, want)
+			}
+		})
+	}
+}
+
+// TestAnswerWithoutCounters: a write answered without the counters it
+// added (an endpoint that answers 200 "{}") is an ErrItem, not a success
+// with counts of zero, and caches nothing.
+func TestAnswerWithoutCounters(t *testing.T) {
+	for _, answer := range []map[string]types.AttributeValue{nil, item(), item("ttl", 1, "minute#1m0s#29384719", 3)} {
+		t.Run(fmt.Sprint(len(answer)), func(t *testing.T) {
+			s := mustNew(t, &fakeAPI{update: returns(answer)})
+			ctx := context.Background()
+			if ok, err := s.AddIf(ctx, "k", []kvstore.Cond{{Slot: minute(b0 - 1), Max: 5}, {Slot: minute(b0), Max: 5, Add: 1}}, make([]int64, 2)); ok || !errors.Is(err, dynamostore.ErrItem) {
+				t.Errorf("AddIf = %v, %v; want false, ErrItem", ok, err)
+			}
+			if err := s.Add(ctx, "k", []kvstore.Slot{minute(b0)}, []int64{1}); !errors.Is(err, dynamostore.ErrItem) {
+				t.Errorf("Add = %v, want ErrItem", err)
+			}
+			counts := make([]int64, 2)
+			if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0 - 1), minute(b0)}, counts); err != nil || counts[0] != 0 || counts[1] != 0 {
+				t.Errorf("Load = %v, %v; want [0 0]: nothing cached from the answer", counts, err)
 			}
 		})
 	}
