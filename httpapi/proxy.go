@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"errors"
 	"io"
 	stdlog "log"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
@@ -22,16 +24,23 @@ import (
 // smuggling. Answers come back as the origin sent them: redirects are not
 // followed, compressed bodies are not decoded, and one the origin breaks
 // off is aborted, not ended as if whole. Connections to the origin are
-// kept alive, and an unreachable origin is a 502 problem+json (logged).
-// The proxy's other complaints (a response body cut short) go to log too,
-// at level WARN, not to the standard logger. A nil log discards them.
+// kept alive. An unreachable origin is a 502 problem+json, one that does
+// not answer in time a 504 (both logged at level ERROR); a client that
+// went away before the origin answered is logged at level INFO, as it is
+// no fault of the origin's. The proxy's other complaints (a response body
+// cut short) go to log too, at level WARN, not to the standard logger. A
+// nil log discards them. The Transport is an *http.Transport of the
+// proxy's own: the caller may set its ResponseHeaderTimeout.
 //
 // trusted are the configuration's trusted_proxies (config.Identity's
 // Prefixes). From a socket peer among them, the X-Forwarded-For chain it
-// sent goes on to the origin with the peer appended, and its
-// X-Forwarded-Host and -Proto are kept (a balancer that ended TLS says
-// "https"). From any other peer those headers are the client's to forge,
-// and the origin gets the peer, the Host and the scheme slidegate saw.
+// sent goes on to the origin with the peer appended, so does a Forwarded
+// chain (RFC 7239) it sent, and its X-Forwarded-Host and -Proto and other
+// forwarding headers (X-Real-IP, X-Forwarded-Port, ...) are kept (a
+// balancer that ended TLS says "https"). From any other peer those headers
+// are the client's to forge: they are dropped (clientHeaders), and the
+// origin gets X-Forwarded-For, -Host and -Proto with the peer, the Host
+// and the scheme slidegate saw.
 func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.ReverseProxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
@@ -51,10 +60,21 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			var peer netip.Addr
 			fromProxy := false
 			if len(trusted) > 0 { // no address to parse otherwise
-				peer, ok := parseAddr(pr.In.RemoteAddr)
+				var ok bool
+				peer, ok = parseAddr(pr.In.RemoteAddr)
 				fromProxy = ok && contains(trusted, peer)
+			}
+			if !fromProxy {
+				// ReverseProxy drops only Forwarded and X-Forwarded-For,
+				// -Host and -Proto; an origin may read the others.
+				for k := range pr.Out.Header {
+					if clientHeader(k) {
+						delete(pr.Out.Header, k)
+					}
+				}
 			}
 			if fromProxy {
 				pr.Out.Header["X-Forwarded-For"] = slices.Clone(pr.In.Header["X-Forwarded-For"])
@@ -66,17 +86,63 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 						pr.Out.Header[k] = slices.Clone(v)
 					}
 				}
+				if v := pr.In.Header["Forwarded"]; len(v) > 0 {
+					pr.Out.Header["Forwarded"] = append(slices.Clone(v), forwardedFor(peer))
+				}
 			}
 		},
 		Transport:  tr,
 		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if log != nil {
-				log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
+			status, detail := http.StatusBadGateway, "the origin did not answer"
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				status, detail = http.StatusGatewayTimeout, "the origin did not answer in time"
 			}
-			writeProblem(w, http.StatusBadGateway, "the origin did not answer", nil)
+			switch {
+			case log == nil:
+			case errors.Is(r.Context().Err(), context.Canceled):
+				// The client closed its connection: nobody reads the
+				// answer, and the origin did nothing wrong.
+				log.InfoContext(r.Context(), "client went away before the origin answered", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
+			default:
+				log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "status", status, "method", r.Method, "path", r.URL.Path)
+			}
+			writeProblem(w, status, detail, nil)
 		},
 	}
+}
+
+// clientHeaders are the request headers, besides those ReverseProxy drops
+// itself, by which a proxy tells the origin who the client is or how it
+// connected; with every X-Forwarded-* header, they are dropped when the
+// peer is not a trusted proxy.
+var clientHeaders = map[string]bool{
+	"X-Forwarded":              true,
+	"X-Real-Ip":                true,
+	"X-Client-Ip":              true,
+	"True-Client-Ip":           true,
+	"X-Cluster-Client-Ip":      true,
+	"X-Original-Forwarded-For": true,
+	"Cf-Connecting-Ip":         true,
+	"Fastly-Client-Ip":         true,
+	"Front-End-Https":          true,
+	"X-Url-Scheme":             true,
+}
+
+// clientHeader reports whether the canonical header name k is one of
+// clientHeaders or an X-Forwarded-* header.
+func clientHeader(k string) bool {
+	return strings.HasPrefix(k, "X-Forwarded-") || clientHeaders[k]
+}
+
+// forwardedFor returns the Forwarded element (RFC 7239) of a hop from
+// addr: an IPv6 address is bracketed and quoted.
+func forwardedFor(addr netip.Addr) string {
+	if addr.Is6() {
+		return `for="[` + addr.String() + `]"`
+	}
+	return "for=" + addr.String()
 }
 
 // warnWriter turns the lines of a standard logger into WARN records.

@@ -16,11 +16,27 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "slidegate:", err)
 		os.Exit(1)
 	}
+}
+
+// signalContext returns a context cancelled by the first SIGINT or
+// SIGTERM, which starts serve's graceful shutdown. By the time it is
+// cancelled the signals have their default effect again: a second one
+// ends the process at once, without waiting up to shutdownGrace for the
+// requests in flight (an operator's second Ctrl-C).
+func signalContext() (context.Context, context.CancelFunc) {
+	sig, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-sig.Done() // a signal, or stop
+		stopSignals()
+		cancel()
+	}()
+	return ctx, func() { stopSignals(); cancel() }
 }

@@ -26,7 +26,7 @@ import (
 const usage = `usage:
   slidegate serve [--config FILE] [--listen ADDR] [--origin URL | --demo-origin]
                   [--store memory|dynamodb --table T [--endpoint URL] [--create-table]]
-                  [--max-identities N]
+                  [--max-identities N] [--origin-timeout D]
   slidegate check-config FILE
   slidegate hash-key KEY    (KEY "-" reads one line from standard input)`
 
@@ -51,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "check-config":
 		return checkConfig(args[1:], stdout)
 	case "hash-key":
-		return hashKey(args[1:], os.Stdin, stdout)
+		return hashKey(args[1:], os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -62,6 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func checkConfig(args []string, stdout io.Writer) error {
 	if len(args) != 1 {
 		return fmt.Errorf("%w: check-config takes one FILE\n%s", errUsage, usage)
+	}
+	if args[0] == "" {
+		// loadConfig takes "" for the defaults, which would pass for a
+		// valid file (check-config "$UNSET").
+		return fmt.Errorf("%w: check-config FILE: empty name", errUsage)
 	}
 	cfg, err := loadConfig(args[0])
 	if err != nil {
@@ -92,7 +97,11 @@ func loadConfig(path string) (*config.Config, error) {
 	return cfg, nil
 }
 
-func hashKey(args []string, stdin io.Reader, stdout io.Writer) error {
+// hashKey prints the api_keys hash of a key. A key that no request can
+// carry in a header as it is (white space around it, which HTTP drops, or
+// a control character, which servers refuse) is hashed all the same, as
+// the check API may send it, with a warning on stderr.
+func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
 		return fmt.Errorf("%w: hash-key takes one KEY\n%s", errUsage, usage)
 	}
@@ -107,8 +116,19 @@ func hashKey(args []string, stdin io.Reader, stdout io.Writer) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty KEY", errUsage)
 	}
+	if strings.TrimSpace(key) != key {
+		fmt.Fprintln(stderr, "slidegate: warning: KEY begins or ends with white space, which HTTP drops from a header: only the check API can send this key as it is")
+	} else if strings.ContainsFunc(key, isControl) {
+		fmt.Fprintln(stderr, "slidegate: warning: KEY holds a control character, which a header value cannot: only the check API can send this key")
+	}
 	fmt.Fprintln(stdout, httpapi.HashKey(key))
 	return nil
+}
+
+// isControl reports whether r is a control character a header value
+// cannot hold (HTAB it can).
+func isControl(r rune) bool {
+	return r < ' ' && r != '\t' || r == 0x7f
 }
 
 type serveFlags struct {
@@ -117,7 +137,13 @@ type serveFlags struct {
 	store, table, endpoint string
 	createTable            bool
 	maxIdentities          int
+	originTimeout          time.Duration
 }
+
+// defaultOriginTimeout bounds the wait for an origin's answer to begin,
+// as nginx's proxy_read_timeout does; a streamed answer may take longer
+// once its header has come.
+const defaultOriginTimeout = time.Minute
 
 // defaultMaxIdentities bounds each memory store: about 340 bytes an
 // identity for a minute-and-day plan, so some 340 MB of live heap when full.
@@ -139,6 +165,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.table, "table", "", "DynamoDB `TABLE` (--store dynamodb)")
 	fs.StringVar(&f.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:4567 for dynalite")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the DynamoDB table if it does not exist")
+	fs.DurationVar(&f.originTimeout, "origin-timeout", defaultOriginTimeout, "longest wait for the origin's answer to begin (`D`; 0: no bound); beyond, the client gets a 504")
 	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities each memory store holds (`N`; 0: no bound); beyond, a new one evicts the one that counts least per unit of time")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -148,6 +175,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.maxIdentities < 0 {
 		return fmt.Errorf("%w: --max-identities %d: must be 0 (no bound) or more", errUsage, f.maxIdentities)
+	}
+	if f.originTimeout < 0 {
+		return fmt.Errorf("%w: --origin-timeout %s: must be 0 (no bound) or more", errUsage, f.originTimeout)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
@@ -198,7 +228,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%w: --origin %q: must be an http or https URL", errUsage, originURL)
 		}
-		next = httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
+		p := httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
+		// A hung origin would hold its clients for as long as they wait.
+		p.Transport.(*http.Transport).ResponseHeaderTimeout = f.originTimeout
+		next = p
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Local: local, Next: next, Logger: log})
 	if err != nil {

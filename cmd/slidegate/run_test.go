@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -39,8 +40,13 @@ func TestCheckConfig(t *testing.T) {
 	if err == nil || !strings.HasSuffix(err.Error(), `config: plans.free.limits[1].window: "0s": must be at least 1s`) {
 		t.Errorf("invalid config: %v", err)
 	}
-	if err := run(context.Background(), []string{"check-config", "no/such/file.json"}, io.Discard, io.Discard); err == nil {
-		t.Error("missing file accepted")
+	if err := run(context.Background(), []string{"check-config", "no/such/file.json"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no/such/file.json") {
+		t.Errorf("missing file: %v, want an error naming it", err)
+	}
+	// An empty name (check-config "$UNSET") is no file, not the defaults.
+	out.Reset()
+	if err := run(context.Background(), []string{"check-config", ""}, &out, io.Discard); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "FILE") || out.Len() != 0 {
+		t.Errorf("check-config \"\": %v, output %q; want a usage error naming FILE and no ok", err, out.String())
 	}
 }
 
@@ -53,11 +59,48 @@ func TestHashKey(t *testing.T) {
 		t.Errorf("hash-key = %q, want %q", got, want)
 	}
 	out.Reset()
-	if err := hashKey([]string{"-"}, strings.NewReader("demo-key-pro\n"), &out); err != nil {
+	var errOut strings.Builder
+	if err := hashKey([]string{"-"}, strings.NewReader("demo-key-pro\r\n"), &out, &errOut); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := out.String(), "7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36\n"; got != want {
-		t.Errorf("hash-key - = %q, want %q", got, want)
+	if got, want := out.String(), "7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36\n"; got != want || errOut.Len() != 0 {
+		t.Errorf("hash-key - = %q (stderr %q), want %q and no warning", got, errOut.String(), want)
+	}
+}
+
+// TestHashKeyWarns: a key no header can carry as it is (HTTP drops the
+// white space around a value; servers refuse control characters) is hashed
+// as it is, for the check API, with a warning that says why no request
+// through the pre-filter will match it. Keys a header carries get none.
+func TestHashKeyWarns(t *testing.T) {
+	tests := []struct {
+		arg, stdin, key string // key: what is hashed
+		warning         string
+	}{
+		{arg: "k", key: "k"},
+		{arg: "inner space\tand tab", key: "inner space\tand tab"},
+		{arg: "\xd0\xba\xd0\xbb", key: "\xd0\xba\xd0\xbb"},
+		{arg: " k", key: " k", warning: "white space"},
+		{arg: "k\t", key: "k\t", warning: "white space"},
+		{arg: "-", stdin: "k \n", key: "k ", warning: "white space"},
+		{arg: "a\x00b", key: "a\x00b", warning: "control character"},
+		{arg: "a\nb", key: "a\nb", warning: "control character"},
+		{arg: "a\x7fb", key: "a\x7fb", warning: "control character"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.arg+tt.stdin), func(t *testing.T) {
+			var out, errOut strings.Builder
+			if err := hashKey([]string{tt.arg}, strings.NewReader(tt.stdin), &out, &errOut); err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256([]byte(tt.key))
+			if got, want := out.String(), hex.EncodeToString(sum[:])+"\n"; got != want {
+				t.Errorf("stdout %q, want %q", got, want)
+			}
+			if got := errOut.String(); (tt.warning == "") != (got == "") || !strings.Contains(got, tt.warning) {
+				t.Errorf("stderr %q, want a warning about %q", got, tt.warning)
+			}
+		})
 	}
 }
 
@@ -75,6 +118,8 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--origin", "ftp://x", "--listen", "127.0.0.1:0"},
 		{"serve", "--max-identities", "-1"},
 		{"serve", "--max-identities", "many"},
+		{"serve", "--origin-timeout", "-1s"},
+		{"serve", "--origin-timeout", "10"},
 	} {
 		err := run(context.Background(), args, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
@@ -326,56 +371,9 @@ func TestServeDynamoDB(t *testing.T) {
 // its demo origin, drives it over HTTP to a 429, and stops it with SIGTERM
 // while a request is in flight.
 func TestEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
-	bin := filepath.Join(t.TempDir(), "slidegate")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		t.Fatalf("go build: %v", err)
-	}
 	cfg, w := farConfig(t, "testdata/e2e.json")
-	cmd := exec.Command(bin, "serve", "--config", cfg, "--listen", "127.0.0.1:0", "--demo-origin")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr testenv.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 16)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-		exited <- cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-		}
-	})
-	var base string
-	timeout := time.After(15 * time.Second)
-	for base == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				t.Fatalf("slidegate exited: %s", stderr.String())
-			}
-			if m := listening.FindStringSubmatch(l); m != nil {
-				base = m[1]
-			}
-		case <-timeout:
-			t.Fatal("slidegate printed no address")
-		}
-	}
+	c := startBinary(t, "--config", cfg, "--demo-origin")
+	base := c.base
 	client := &http.Client{Timeout: 10 * time.Second}
 	get := func(path string, hdr ...string) *http.Response {
 		t.Helper()
@@ -437,7 +435,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := post("Bearer e2e-token"); got != 200 {
 		t.Errorf("check with token: %d", got)
 	}
-	if logs := stderr.String(); !strings.Contains(logs, `"msg":"denied"`) || strings.Contains(logs, "demo-key-pro") {
+	if logs := c.stderr.String(); !strings.Contains(logs, `"msg":"denied"`) || strings.Contains(logs, "demo-key-pro") {
 		t.Errorf("logs: %s", logs)
 	}
 
@@ -448,26 +446,15 @@ func TestEndToEnd(t *testing.T) {
 	if l, err := br.ReadString('\n'); err != nil || l != "first\n" {
 		t.Fatalf("stream first line %q %v", l, err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	c.signal(t, syscall.SIGTERM)
 	rest, err := io.ReadAll(br)
 	if err != nil || string(rest) != "second\n" {
 		t.Errorf("in-flight request cut: %q %v", rest, err)
 	}
-	var tail []string
-	for l := range lines {
-		tail = append(tail, l)
+	if err := c.wait(t); err != nil {
+		t.Errorf("exit: %v (%s)", err, c.stderr.String())
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("exit: %v (%s)", err, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("no exit after SIGTERM")
-	}
-	if got := strings.Join(tail, "\n"); !strings.Contains(got, "shutting down") || !strings.Contains(got, "slidegate: stopped") {
+	if got := c.stdout.String(); !strings.Contains(got, "shutting down") || !strings.Contains(got, "slidegate: stopped") {
 		t.Errorf("shutdown output %q", got)
 	}
 }
