@@ -2,13 +2,18 @@ package dynamostore_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/slidegate/slidegate/internal/dynalite"
+	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 	"github.com/slidegate/slidegate/limiter"
+	"github.com/slidegate/slidegate/window"
 )
 
 // TestServerOutage takes dynalite away mid-run, first killed (connections
@@ -117,5 +122,173 @@ func TestServerOutage(t *testing.T) {
 	t.Logf("stored count %d after %d admitted checks and %d failed ones the server may have applied", total, admitted, unsure)
 	if total < admitted || total > admitted+unsure {
 		t.Errorf("stored %d, want the %d admitted plus at most %d late writes", total, admitted, unsure)
+	}
+}
+
+// TestExactUnderFaults: 200 concurrent checks against a limit of 150 through
+// four Stores while the proxy throttles writes (not applied: retried) or
+// replaces the answer of applied writes with a 500 (not retried: the check
+// fails, on_store_error decides). Every admitted request and every write
+// whose answer was lost is in the table once, and the table holds exactly
+// the limit.
+func TestExactUnderFaults(t *testing.T) {
+	const clients, limit = 200, 150
+	throttled := fault{status: 400, code: "ThrottlingException"}
+	tests := []struct {
+		name   string
+		inject func() func(op string, n int, body []byte) fault
+		errors func(updates int) int // checks that fail, of so many UpdateItem requests
+	}{
+		{"each write throttled once", func() func(string, int, []byte) fault {
+			seen := map[[sha256.Size]byte]bool{}
+			return func(op string, _ int, body []byte) fault {
+				h := sha256.Sum256(body)
+				if op != "UpdateItem" || seen[h] {
+					return fault{}
+				}
+				seen[h] = true
+				return throttled
+			}
+		}, func(int) int { return 0 }},
+		{"every 10th write's answer lost", func() func(string, int, []byte) fault {
+			return func(op string, n int, _ []byte) fault {
+				if op == "UpdateItem" && n%10 == 0 {
+					return serverError
+				}
+				return fault{}
+			}
+		}, func(updates int) int { return updates / 10 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, tt.inject())
+			tb := newTable(t, px.URL)
+			var lims [4]*limiter.Limiter
+			for i := range lims {
+				lims[i] = limiter.New(limiter.Options{Store: tb.store(t)})
+			}
+			rules := []limiter.Rule{rule("minute", limit, time.Minute)}
+			var admitted, failed atomic.Int64
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for i := range clients {
+				wg.Go(func() {
+					<-start
+					res, err := lims[i%len(lims)].Check(context.Background(), t0, "hot", rules, 1)
+					switch {
+					case err != nil:
+						failed.Add(1)
+					case res.Allowed:
+						admitted.Add(1)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			updates, lost := px.count("UpdateItem"), int64(px.lostAnswers())
+			t.Logf("%d admitted, %d failed, %d UpdateItem, %d applied writes answered 500", admitted.Load(), failed.Load(), updates, lost)
+			if got, want := failed.Load(), int64(tt.errors(updates)); got != want {
+				t.Errorf("%d checks failed, want %d", got, want)
+			}
+			if got := admitted.Load() + lost; got != limit {
+				t.Errorf("admitted %d + lost answers %d = %d, want exactly %d", admitted.Load(), lost, got, limit)
+			}
+			if got := tb.stored(t, "hot")[attr("minute", time.Minute, t0)]; got != limit {
+				t.Errorf("stored count %d, want %d", got, limit)
+			}
+		})
+	}
+}
+
+// TestWriteAbandoned: the caller gives up on a write the server has
+// applied (the client went away, or store_timeout ran out) while the
+// answer is held back: the call returns the context's error at once, the
+// write is not retried, and the count stays in the table once.
+func TestWriteAbandoned(t *testing.T) {
+	const storeTimeout = 150 * time.Millisecond
+	const margin = 2 * time.Second // scheduling on a loaded machine
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	tests := []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"client went away", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(storeTimeout, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+		{"store_timeout", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), storeTimeout)
+		}, context.DeadlineExceeded},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", fault{applied: true, hold: true}))
+			tb := newTable(t, px.URL)
+			s := tb.store(t)
+			ctx, cancel := tt.ctx()
+			defer cancel()
+			begin := time.Now()
+			ok, err := s.AddIf(ctx, "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+			took := time.Since(begin)
+			if ok || !errors.Is(err, tt.want) {
+				t.Errorf("AddIf = %v, %v; want false, %v", ok, err, tt.want)
+			}
+			if took > storeTimeout+margin {
+				t.Errorf("AddIf returned after %s, want within %s + %s", took, storeTimeout, margin)
+			}
+			if n := px.count("UpdateItem"); n != 1 {
+				t.Errorf("%d UpdateItem requests, want 1", n)
+			}
+			counts := make([]int64, 1)
+			if ok, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, counts); err != nil || !ok || counts[0] != 2 {
+				t.Errorf("next AddIf = %v, %v, counts %v; want true, nil, [2]: the abandoned write counted once", ok, err, counts)
+			}
+		})
+	}
+}
+
+// TestCacheAfterLostAnswer: a Store whose write was applied but answered
+// with an error (a 500, or no answer within store_timeout) has a cache one
+// count short; the conditional write still holds the identity to its
+// limit: with a limit of 5 and the third write's answer lost, four more
+// requests are admitted, and the table holds 5.
+func TestCacheAfterLostAnswer(t *testing.T) {
+	tests := []struct {
+		name string
+		f    fault
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"500", serverError, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+		{"store_timeout", fault{applied: true, hold: true}, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 150*time.Millisecond)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, nthOf("UpdateItem", 3, tt.f))
+			tb := newTable(t, px.URL)
+			lim := limiter.New(limiter.Options{Store: tb.store(t), DisableDenyCache: true})
+			rules := []limiter.Rule{rule("minute", 5, time.Minute)}
+			var admitted, failed int
+			for i := range 10 {
+				ctx, cancel := tt.ctx()
+				res, err := lim.Check(ctx, t0.Add(time.Duration(i)*time.Second), "k", rules, 1)
+				cancel()
+				switch {
+				case err != nil:
+					failed++
+				case res.Allowed:
+					admitted++
+				}
+			}
+			if failed != 1 || admitted != 4 {
+				t.Errorf("%d admitted, %d failed; want 4 and 1 (the lost answer's write is counted)", admitted, failed)
+			}
+			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 5 {
+				t.Errorf("stored count %d, want 5", got)
+			}
+		})
 	}
 }

@@ -25,23 +25,28 @@ import (
 // fault is what the proxy does to the n-th request (1-based) of one
 // DynamoDB operation.
 type fault struct {
-	status  int    // 0: pass the request through untouched (unless drop)
+	status  int    // the answer's status; the zero fault passes the request through
 	code    string // the error's __type suffix
 	applied bool   // forward the request (the server applies it), then replace the answer
 	body    string // the answer's body instead of an error naming code; "" with code ""
 	drop    bool   // close the connection instead of answering
+	hold    bool   // answer only once the client has gone
 }
 
 // faultProxy is a reverse proxy on 127.0.0.1 to a dynalite endpoint that
-// injects faults chosen by inject and counts requests per operation.
+// injects faults chosen by inject (from the operation, its 1-based number
+// and the request's body) and counts requests per operation.
 type faultProxy struct {
 	URL    string
-	inject func(op string, n int) fault
+	inject func(op string, n int, body []byte) fault
 	mu     sync.Mutex
 	seen   map[string]int
+	// lost counts the writes the server applied (answered 200) whose
+	// answer the proxy replaced.
+	lost int
 }
 
-func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int) fault) *faultProxy {
+func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, body []byte) fault) *faultProxy {
 	t.Helper()
 	target, err := url.Parse(endpoint)
 	if err != nil {
@@ -52,17 +57,35 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int) 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		op := r.Header.Get("X-Amz-Target")
 		op = op[strings.LastIndexByte(op, '.')+1:]
+		req, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(req))
 		p.mu.Lock()
 		p.seen[op]++
-		f := p.inject(op, p.seen[op])
+		f := p.inject(op, p.seen[op], req)
 		p.mu.Unlock()
 		switch {
-		case f.status == 0 && !f.drop:
+		case f == fault{}:
 			rp.ServeHTTP(w, r)
 			return
 		case f.applied:
+			// The server applies the write whatever the client does next.
 			rec := httptest.NewRecorder()
-			rp.ServeHTTP(rec, r)
+			rp.ServeHTTP(rec, r.WithContext(context.WithoutCancel(r.Context())))
+			if rec.Code == http.StatusOK {
+				p.mu.Lock()
+				p.lost++
+				p.mu.Unlock()
+			}
+		}
+		if f.hold {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			return
 		}
 		if f.drop {
 			if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
@@ -90,10 +113,19 @@ func (p *faultProxy) count(op string) int {
 	return p.seen[op]
 }
 
+func (p *faultProxy) lostAnswers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lost
+}
+
 // firstOf injects f into the first request of op only.
-func firstOf(op string, f fault) func(string, int) fault {
-	return func(o string, n int) fault {
-		if o == op && n == 1 {
+func firstOf(op string, f fault) func(string, int, []byte) fault { return nthOf(op, 1, f) }
+
+// nthOf injects f into the k-th request of op only.
+func nthOf(op string, k int, f fault) func(string, int, []byte) fault {
+	return func(o string, n int, _ []byte) fault {
+		if o == op && n == k {
 			return f
 		}
 		return fault{}
