@@ -13,7 +13,7 @@ import (
 var ErrBinary = errors.New("config: not a binary configuration")
 
 // binaryVersion starts every binary form; a change of the layout changes it.
-const binaryVersion = 1
+const binaryVersion = 2
 
 // AppendBinary appends c in a compact binary form that UnmarshalBinary reads
 // back into an equal Config (reflect.DeepEqual, nil and empty kept apart).
@@ -40,6 +40,7 @@ func (c *Config) AppendBinary(b []byte) ([]byte, error) {
 	b = appendStrings(b, c.Identity.Headers)
 	b = appendStrings(b, c.Identity.TrustedProxies)
 	b = binary.AppendVarint(b, int64(c.Identity.IPv6Prefix))
+	b = appendString(b, c.Identity.UnlistedKeys)
 	b = appendLimits(b, c.IPLimits)
 	b = appendLen(b, c.Costs == nil, len(c.Costs))
 	for _, k := range c.Costs {
@@ -79,6 +80,7 @@ func (c *Config) UnmarshalBinary(data []byte) error {
 	d.Identity.Headers = r.strings()
 	d.Identity.TrustedProxies = r.strings()
 	d.Identity.IPv6Prefix = int(r.varint())
+	d.Identity.UnlistedKeys = r.string()
 	d.IPLimits = r.limits()
 	if n, ok := r.len(); ok {
 		d.Costs = make([]Cost, n)

@@ -11,6 +11,7 @@ const (
 	DefaultIPv6Prefix   = 64
 	DefaultStoreTimeout = 50 * time.Millisecond
 	DefaultOnStoreError = "allow"
+	DefaultUnlistedKeys = UnlistedKey
 )
 
 // DefaultHeaders are the request headers that carry an API key when
@@ -23,6 +24,12 @@ const (
 	ScopeLocal   = "local"
 	OnErrorAllow = "allow"
 	OnErrorDeny  = "deny"
+)
+
+// Values of Identity.UnlistedKeys.
+const (
+	UnlistedKey = "key"
+	UnlistedIP  = "ip"
 )
 
 // Config is a whole slidegate configuration. Parse returns one with every
@@ -105,6 +112,13 @@ type Identity struct {
 	// IPv6Prefix groups IPv6 clients by this many leading bits, 1 to 128:
 	// one household or host usually holds a whole /64. Zero means 64.
 	IPv6Prefix int `json:"ipv6_prefix"`
+	// UnlistedKeys says who a request is, with an API key that is not in
+	// APIKeys: "key" (the key is its own identity, with DefaultPlan: a
+	// client that makes keys up gets a fresh quota with each) or "ip" (the
+	// request is limited as one without a key: on its client IP, with
+	// DefaultPlan). Empty means "key". The check API's keys are always
+	// their own identity.
+	UnlistedKeys string `json:"unlisted_keys"`
 }
 
 // Cost weighs the requests of a route.
@@ -193,6 +207,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.Identity.IPv6Prefix == 0 {
 		c.Identity.IPv6Prefix = DefaultIPv6Prefix
+	}
+	if c.Identity.UnlistedKeys == "" {
+		c.Identity.UnlistedKeys = DefaultUnlistedKeys
 	}
 	if c.OnStoreError == "" {
 		c.OnStoreError = DefaultOnStoreError

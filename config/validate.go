@@ -180,6 +180,9 @@ func (i Identity) validate() error {
 	if i.IPv6Prefix < 1 || i.IPv6Prefix > 128 {
 		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 1 and 128")}
 	}
+	if i.UnlistedKeys != UnlistedKey && i.UnlistedKeys != UnlistedIP {
+		return &FieldError{Field: "identity.unlisted_keys", Value: quote(i.UnlistedKeys), Err: because(ErrValue, "must be \"key\" or \"ip\"")}
+	}
 	return nil
 }
 

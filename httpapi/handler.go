@@ -99,6 +99,7 @@ type Handler struct {
 	keyHeaders []string // canonical
 	proxies    []netip.Prefix
 	v6bits     int
+	unlistedIP bool // identity.unlisted_keys = ip
 
 	ipRules []limiter.Rule
 	plans   map[string]*plan
@@ -158,6 +159,7 @@ func New(o Options) (*Handler, error) {
 		countDenied: cfg.CountDenied,
 		proxies:     cfg.Identity.Prefixes(),
 		v6bits:      cfg.Identity.IPv6Prefix,
+		unlistedIP:  cfg.Identity.UnlistedKeys == config.UnlistedIP,
 		ipRules:     rules(cfg.IPLimits),
 		plans:       make(map[string]*plan, len(cfg.Plans)),
 		keys:        make(map[string]keyEntry, len(cfg.APIKeys)),
@@ -378,7 +380,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	if h.apiKey(r, &hash) {
 		if k, ok := h.keys[string(hash[:])]; ok {
 			id, p = k.id, k.plan
-		} else {
+		} else if !h.unlistedIP {
 			id = keyIdentity(&hash)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -338,6 +340,44 @@ func TestIdentitiesAreSeparate(t *testing.T) {
 	}
 	if w := f.do(req{header: auth("Bearer abd")}); w.Code != 200 {
 		t.Errorf("Bearer abd shares a count with Bearer abc: %d", w.Code)
+	}
+}
+
+// TestUnlistedKeys: with identity.unlisted_keys "ip", a key not in
+// api_keys is counted as a request without one, on its client IP under the
+// default plan, so made-up keys get no quota of their own; listed keys
+// stay their own clients. With "key" (the default) every key is its own.
+func TestUnlistedKeys(t *testing.T) {
+	for _, tt := range []struct {
+		mode string
+		want []int // the answers to made-up keys k0, k1, ... from one IP, then without a key
+	}{
+		{"key", []int{200, 200, 200, 200, 200, 200}},
+		{"ip", []int{200, 200, 200, 429, 429, 429}},
+	} {
+		t.Run(tt.mode, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, func(m map[string]any) {
+				m["identity"] = map[string]any{"unlisted_keys": tt.mode}
+			}), nil)
+			var got []int
+			for i := range len(tt.want) - 1 {
+				w := f.do(req{header: map[string]string{"X-API-Key": "made-up-" + strconv.Itoa(i)}, remote: "192.0.2.1:1"})
+				got = append(got, w.Code)
+			}
+			got = append(got, f.do(req{remote: "192.0.2.1:1"}).Code)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("answers %v, want %v", got, tt.want)
+			}
+			// A listed key is its own client, with its own plan, either way.
+			w := f.do(req{header: map[string]string{"X-API-Key": proKey}, remote: "192.0.2.1:1"})
+			if w.Code != 200 || w.Header().Get("X-RateLimit-Limit") != "10" {
+				t.Errorf("pro key: %d, limit %q; want 200, 10", w.Code, w.Header().Get("X-RateLimit-Limit"))
+			}
+			// Another IP is another client.
+			if w := f.do(req{header: map[string]string{"X-API-Key": "made-up-x"}, remote: "198.51.100.9:1"}); w.Code != 200 {
+				t.Errorf("made-up key from another IP: %d, want 200", w.Code)
+			}
+		})
 	}
 }
 
