@@ -43,14 +43,25 @@ const (
 	// emptyOK answers 200 with an empty JSON object and forwards nothing:
 	// an endpoint (or something in front of it) that does not do the write.
 	emptyOK
+	// throttle answers 400 ThrottlingException and forwards nothing.
+	throttle
 )
 
 func (f writeFault) String() string {
-	return [...]string{"answer after the timeout", "connection closed", "200 {}"}[f]
+	return [...]string{"answer after the timeout", "connection closed", "200 {}", "throttled"}[f]
 }
 
 // applied reports whether dynalite receives the write.
-func (f writeFault) applied() bool { return f != emptyOK }
+func (f writeFault) applied() bool { return f == hold || f == drop }
+
+// attempts is how many times the store sends the write: a throttled one
+// was not applied and is retried.
+func (f writeFault) attempts() int {
+	if f == throttle {
+		return dynamostore.MaxAttempts
+	}
+	return 1
+}
 
 // writeFaultProxy is a reverse proxy on 127.0.0.1 to endpoint that does f
 // to every UpdateItem and counts them.
@@ -89,6 +100,10 @@ func writeFaultProxy(t *testing.T, endpoint string, f writeFault) (string, func(
 		case emptyOK:
 			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 			_, _ = io.WriteString(w, "{}")
+		case throttle:
+			w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}`)
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -100,7 +115,8 @@ func writeFaultProxy(t *testing.T, endpoint string, f writeFault) (string, func(
 // request is answered per on_store_error within store_timeout plus a
 // margin, marked with the Slidegate-Store header, logged as a store error,
 // never taken for a decision of the store; a write the server applied is
-// counted once (not lost, not retried), and neither the table nor the log
+// counted once (not lost, not retried), a throttled one is retried within
+// the budget, and neither the table nor the log
 // holds the raw API key.
 func TestStoreFaultsThroughLambda(t *testing.T) {
 	db := dynalite.Run(t)
@@ -123,7 +139,7 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	seq := 0
-	for _, f := range []writeFault{hold, drop, emptyOK} {
+	for _, f := range []writeFault{hold, drop, emptyOK, throttle} {
 		for _, policy := range []string{"allow", "deny"} {
 			t.Run(f.String()+"/"+policy, func(t *testing.T) {
 				proxy, writes := writeFaultProxy(t, db.Endpoint, f)
@@ -159,8 +175,8 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 					t.Errorf("answered after %s, want within %s + %s", took, storeTimeout, margin)
 				}
 				t.Logf("answered in %s", took.Round(time.Millisecond))
-				if n := writes(); n != 1 {
-					t.Errorf("%d UpdateItem requests, want 1 (a write that may have been applied is not retried)", n)
+				if n := writes(); n != f.attempts() {
+					t.Errorf("%d UpdateItem requests, want %d (only a throttled write is retried)", n, f.attempts())
 				}
 
 				line := storeErrorLine(t, logs.String())

@@ -185,21 +185,46 @@ func TestAppliedWriteIsNotRetried(t *testing.T) {
 }
 
 // TestThrottledWriteIsRetried: a throttled write was not applied, so it is
-// retried, and counted once.
+// retried, and counted once, whichever of DynamoDB's throttling errors it
+// met; a write throttled on every attempt fails after MaxAttempts and is
+// counted nowhere.
 func TestThrottledWriteIsRetried(t *testing.T) {
-	throttled := fault{status: 400, code: "ProvisionedThroughputExceededException"}
-	px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", throttled))
-	tb := newTable(t, px.URL)
 	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
-	ok, err := tb.store(t).AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
-	if err != nil || !ok {
-		t.Fatalf("AddIf after one throttled attempt = %v, %v; want true, nil", ok, err)
-	}
-	if n := px.count("UpdateItem"); n != 2 {
-		t.Errorf("%d UpdateItem requests, want 2 (one retry)", n)
-	}
-	if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 1 {
-		t.Errorf("the table holds %d, want 1", got)
+	for _, code := range []string{"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"} {
+		throttled := fault{status: 400, code: code}
+		t.Run(code, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, firstOf("UpdateItem", throttled))
+			tb := newTable(t, px.URL)
+			ok, err := tb.store(t).AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+			if err != nil || !ok {
+				t.Fatalf("AddIf after one throttled attempt = %v, %v; want true, nil", ok, err)
+			}
+			if n := px.count("UpdateItem"); n != 2 {
+				t.Errorf("%d UpdateItem requests, want 2 (one retry)", n)
+			}
+			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 1 {
+				t.Errorf("the table holds %d, want 1", got)
+			}
+		})
+		t.Run(code+" always", func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, func(op string, _ int, _ []byte) fault {
+				if op == "UpdateItem" {
+					return throttled
+				}
+				return fault{}
+			})
+			tb := newTable(t, px.URL)
+			ok, err := tb.store(t).AddIf(context.Background(), "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+			if ok || err == nil || !strings.Contains(err.Error(), code) {
+				t.Errorf("AddIf = %v, %v; want false and an error naming %s", ok, err, code)
+			}
+			if n := px.count("UpdateItem"); n != dynamostore.MaxAttempts {
+				t.Errorf("%d UpdateItem requests, want %d", n, dynamostore.MaxAttempts)
+			}
+			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 0 {
+				t.Errorf("the table holds %d, want 0", got)
+			}
+		})
 	}
 }
 
