@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,6 +186,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.origin != "" && f.demo {
 		return fmt.Errorf("%w: --origin and --demo-origin exclude each other", errUsage)
 	}
+	var origin *url.URL
+	if f.origin != "" {
+		// Before anything starts (a DynamoDB table, the demo origin).
+		var err error
+		if origin, err = parseOrigin(f.origin); err != nil {
+			return err
+		}
+	}
 	cfg, err := loadConfig(f.config)
 	if err != nil {
 		return err
@@ -211,7 +220,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	var servers []*http.Server
 	var next http.Handler
-	originURL := f.origin
 	if f.demo {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -220,15 +228,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		demo := &http.Server{Handler: demoOrigin(), ReadHeaderTimeout: 10 * time.Second}
 		servers = append(servers, demo)
 		go func() { _ = demo.Serve(ln) }()
-		originURL = "http://" + ln.Addr().String()
-		fmt.Fprintf(stdout, "slidegate: demo origin on %s\n", originURL)
+		origin = &url.URL{Scheme: "http", Host: ln.Addr().String()}
+		fmt.Fprintf(stdout, "slidegate: demo origin on %s\n", origin)
 	}
-	if originURL != "" {
-		u, err := url.Parse(originURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%w: --origin %q: must be an http or https URL", errUsage, originURL)
-		}
-		p := httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
+	if origin != nil {
+		p := httpapi.NewProxy(origin, log, cfg.Identity.Prefixes())
 		// A hung origin would hold its clients for as long as they wait.
 		p.Transport.(*http.Transport).ResponseHeaderTimeout = f.originTimeout
 		next = p
@@ -251,7 +255,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	servers = append([]*http.Server{srv}, servers...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "slidegate: listening on http://%s (store %s, origin %s)\n", ln.Addr(), f.store, orNone(originURL))
+	fmt.Fprintf(stdout, "slidegate: listening on http://%s (store %s, origin %s)\n", ln.Addr(), f.store, orNone(origin))
 
 	select {
 	case err := <-served:
@@ -306,11 +310,31 @@ func logEvictions(log *slog.Logger, mems []*memstore.Store, last uint64) uint64 
 	return n
 }
 
-func orNone(s string) string {
-	if s == "" {
+func orNone(u *url.URL) string {
+	if u == nil {
 		return "none: check API only"
 	}
-	return s
+	return u.String()
+}
+
+// parseOrigin parses --origin: an http or https URL with a host, and a
+// port, if any, from 1 to 65535 (a wrong one made every request a 502).
+// User info is refused: the proxy would not send it, and it would be
+// printed.
+func parseOrigin(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return nil, fmt.Errorf("%w: --origin %q: must be an http or https URL", errUsage, s)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%w: --origin: port %q: must be 1 to 65535", errUsage, p)
+		}
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%w: --origin: user info: not sent to the origin; drop it", errUsage)
+	}
+	return u, nil
 }
 
 // openStore returns the shared counter store: memory, bounded to

@@ -116,14 +116,23 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--table", "t"},
 		{"serve", "--bogus"},
 		{"serve", "--origin", "ftp://x", "--listen", "127.0.0.1:0"},
+		{"serve", "--origin", "http://127.0.0.1:99999", "--listen", "127.0.0.1:0"},
+		{"serve", "--origin", "http://127.0.0.1:0", "--listen", "127.0.0.1:0"},
+		{"serve", "--origin", "http://:8080", "--listen", "127.0.0.1:0"},
+		{"serve", "--origin", "http://user:secret@127.0.0.1:8080", "--listen", "127.0.0.1:0"},
 		{"serve", "--max-identities", "-1"},
 		{"serve", "--max-identities", "many"},
 		{"serve", "--origin-timeout", "-1s"},
 		{"serve", "--origin-timeout", "10"},
 	} {
-		err := run(context.Background(), args, io.Discard, io.Discard)
+		// Cancelled: a serve that starts returns at once, not a usage error.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := run(ctx, args, io.Discard, io.Discard)
 		if !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
+		} else if strings.Contains(err.Error(), "secret") {
+			t.Errorf("run(%q) = %v: the error shows the password", args, err)
 		}
 	}
 }
