@@ -679,3 +679,61 @@ func TestServeSecondSignal(t *testing.T) {
 		})
 	}
 }
+
+// TestServeOversizedHeaders: a client's header past the server's bound
+// (64 KiB), in one long line, in many small ones, or never ended, gets a
+// 431 and a closed connection at once, not a hang and not the origin;
+// headers within the bound all reach the origin.
+func TestServeOversizedHeaders(t *testing.T) {
+	got := make(chan int, 8)
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- len(r.Header.Values("X-Many"))
+	})
+	addr, _ := frontOf(t, origin, "")
+	many := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "X-Many: value-%05d\r\n", i)
+		}
+		return b.String()
+	}
+	key := "X-API-Key: " + bigKey + "\r\n"
+	tests := []struct {
+		name, request string
+		status        int
+		many          int // X-Many lines the origin must get
+	}{
+		{"within the bound", "GET /x HTTP/1.1\r\nHost: front.test\r\n" + key + many(2000) + "\r\n", 200, 2000},
+		{"one long line", "GET /x HTTP/1.1\r\nHost: front.test\r\n" + key + "X-Long: " + strings.Repeat("a", 80<<10) + "\r\n\r\n", 431, 0},
+		{"many lines", "GET /x HTTP/1.1\r\nHost: front.test\r\n" + key + many(5000) + "\r\n", 431, 0},
+		{"never ended", "GET /x HTTP/1.1\r\nHost: front.test\r\n" + key + "X-Long: " + strings.Repeat("a", 80<<10), 431, 0},
+		{"long request line", "GET /" + strings.Repeat("a", 80<<10) + " HTTP/1.1\r\nHost: front.test\r\n" + key + "\r\n", 431, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := dial(t, addr)
+			w.send(tt.request)
+			res, _ := w.response("GET")
+			if res.StatusCode != tt.status {
+				t.Fatalf("status %d, want %d", res.StatusCode, tt.status)
+			}
+			if tt.status == 200 {
+				if n := <-got; n != tt.many {
+					t.Errorf("the origin got %d X-Many lines, want %d", n, tt.many)
+				}
+				return
+			}
+			if !res.Close {
+				t.Error("the connection is kept after a 431")
+			}
+			if n, err := w.r.Read(make([]byte, 1)); err != io.EOF {
+				t.Errorf("after the 431: read %d bytes, %v; want EOF", n, err)
+			}
+		})
+	}
+	select {
+	case n := <-got:
+		t.Errorf("a refused request reached the origin (%d X-Many lines)", n)
+	default:
+	}
+}
