@@ -2,6 +2,7 @@ package dynamostore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strconv"
@@ -184,25 +185,40 @@ func TestExactUnderConcurrency(t *testing.T) {
 		}
 	})
 
-	t.Run("Limiter", func(t *testing.T) {
-		tb := newTable(t, dynalite.Shared(t).Endpoint)
-		var lims [4]*limiter.Limiter
-		for i := range lims {
-			lims[i] = limiter.New(limiter.Options{Store: tb.store(t)})
-		}
-		rules := []limiter.Rule{minute, dayR}
-		run(t, func(i int) (bool, error) {
-			res, err := lims[i%len(lims)].Check(context.Background(), t0, "hot", rules, 1)
-			return res.Allowed, err
+	// Through dynalite, a failed condition costs a GetItem; DynamoDB
+	// returns the item with the failure, which a proxy plays here.
+	for _, returnsItem := range []bool{false, true} {
+		t.Run(fmt.Sprintf("Limiter/item with failure %v", returnsItem), func(t *testing.T) {
+			endpoint := dynalite.Shared(t).Endpoint
+			if returnsItem {
+				endpoint = newFaultProxy(t, endpoint, func(op string, _ int, _ []byte) fault {
+					return fault{oldItem: op == "UpdateItem"}
+				}).URL
+			}
+			tb := newTable(t, endpoint)
+			var lims [4]*limiter.Limiter
+			for i := range lims {
+				lims[i] = limiter.New(limiter.Options{Store: tb.store(t)})
+			}
+			rules := []limiter.Rule{minute, dayR}
+			run(t, func(i int) (bool, error) {
+				res, err := lims[i%len(lims)].Check(context.Background(), t0, "hot", rules, 1)
+				return res.Allowed, err
+			})
+			calls := tb.calls.take()
+			t.Logf("requests: %v", calls)
+			if returnsItem && calls["GetItem"] != 0 {
+				t.Errorf("%d GetItem, want 0: failed conditions returned the item", calls["GetItem"])
+			}
+			item := tb.stored(t, "hot")
+			if got := item[attr("minute", time.Minute, t0)]; got != limit {
+				t.Errorf("stored minute count %d, want %d", got, limit)
+			}
+			if got := item[attr("day", 24*time.Hour, t0)]; got != limit {
+				t.Errorf("stored day count %d, want %d", got, limit)
+			}
 		})
-		item := tb.stored(t, "hot")
-		if got := item[attr("minute", time.Minute, t0)]; got != limit {
-			t.Errorf("stored minute count %d, want %d", got, limit)
-		}
-		if got := item[attr("day", 24*time.Hour, t0)]; got != limit {
-			t.Errorf("stored day count %d, want %d", got, limit)
-		}
-	})
+	}
 }
 
 // TestDayDenialChargesNoRule: a request the day rule denies leaves the

@@ -3,6 +3,7 @@ package dynamostore_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"hash/crc32"
 	"io"
 	"net/http"
@@ -31,6 +32,10 @@ type fault struct {
 	body    string // the answer's body instead of an error naming code; "" with code ""
 	drop    bool   // close the connection instead of answering
 	hold    bool   // answer only once the client has gone
+	// oldItem adds the stored item to a failed condition's answer, as
+	// DynamoDB does (ReturnValuesOnConditionCheckFailure ALL_OLD) and
+	// dynalite 4.0.0 does not.
+	oldItem bool
 }
 
 // faultProxy is a reverse proxy on 127.0.0.1 to a dynalite endpoint that
@@ -70,6 +75,9 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 		case f == fault{}:
 			rp.ServeHTTP(w, r)
 			return
+		case f.oldItem:
+			withOldItem(t, rp, w, r, req)
+			return
 		case f.applied:
 			// The server applies the write whatever the client does next.
 			rec := httptest.NewRecorder()
@@ -105,6 +113,53 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
 	return p
+}
+
+// withOldItem forwards the UpdateItem r (its body req) and, when its
+// condition failed, reads the item with a consistent GetItem of the same
+// client's signature and adds it to the answer.
+func withOldItem(t *testing.T, rp *httputil.ReverseProxy, w http.ResponseWriter, r *http.Request, req []byte) {
+	rec := httptest.NewRecorder()
+	rp.ServeHTTP(rec, r)
+	var failure map[string]json.RawMessage
+	if rec.Code != http.StatusBadRequest || json.Unmarshal(rec.Body.Bytes(), &failure) != nil ||
+		!strings.HasSuffix(strings.Trim(string(failure["__type"]), `"`), "#ConditionalCheckFailedException") {
+		copyAnswer(w, rec.Result().Header, rec.Code, rec.Body.Bytes())
+		return
+	}
+	var update struct {
+		TableName string
+		Key       json.RawMessage
+	}
+	if err := json.Unmarshal(req, &update); err != nil {
+		t.Errorf("UpdateItem body: %v", err)
+	}
+	get, _ := json.Marshal(map[string]any{"TableName": update.TableName, "Key": update.Key, "ConsistentRead": true})
+	gr := r.Clone(context.WithoutCancel(r.Context()))
+	gr.Header.Set("X-Amz-Target", "DynamoDB_20120810.GetItem")
+	gr.Body, gr.ContentLength = io.NopCloser(bytes.NewReader(get)), int64(len(get))
+	grec := httptest.NewRecorder()
+	rp.ServeHTTP(grec, gr)
+	var got struct{ Item json.RawMessage }
+	if err := json.Unmarshal(grec.Body.Bytes(), &got); err != nil || grec.Code != http.StatusOK {
+		t.Errorf("GetItem after a failed condition: %d %s", grec.Code, grec.Body)
+	}
+	if got.Item != nil {
+		failure["Item"] = got.Item
+	}
+	body, _ := json.Marshal(failure)
+	copyAnswer(w, rec.Result().Header, rec.Code, body)
+}
+
+// copyAnswer writes an answer with its headers and a checksum of body.
+func copyAnswer(w http.ResponseWriter, h http.Header, status int, body []byte) {
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func (p *faultProxy) count(op string) int {
