@@ -737,3 +737,58 @@ func TestServeOversizedHeaders(t *testing.T) {
 	default:
 	}
 }
+
+// TestServeFullDuplex: an origin that answers while the client is still
+// sending (a streaming upload with a streamed answer, each line echoed
+// before the next is sent) works through slidegate as it does directly.
+// Go's HTTP/1 server reads the rest of a request body before an answer's
+// header goes out unless told otherwise, and the client, waiting for the
+// echo, never sends it.
+func TestServeFullDuplex(t *testing.T) {
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		if err := rc.EnableFullDuplex(); err != nil {
+			t.Errorf("origin: %v", err)
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		br := bufio.NewReader(r.Body)
+		for {
+			line, err := br.ReadString('\n')
+			if err != nil {
+				fmt.Fprintf(w, "end: %v\n", err)
+				return
+			}
+			fmt.Fprintf(w, "got %s", line)
+			if err := rc.Flush(); err != nil {
+				t.Errorf("origin flush: %v", err)
+				return
+			}
+		}
+	})
+	addr, _ := frontOf(t, origin, "")
+	w := dial(t, addr)
+	w.send("POST /duplex HTTP/1.1\r\nHost: front.test\r\nX-API-Key: " + bigKey + "\r\nTransfer-Encoding: chunked\r\n\r\n")
+	var br *bufio.Reader
+	for i := 1; i <= 3; i++ {
+		line := fmt.Sprintf("line %d\n", i)
+		w.send(fmt.Sprintf("%x\r\n%s\r\n", len(line), line))
+		if i == 1 {
+			res, err := http.ReadResponse(w.r, nil)
+			if err != nil {
+				t.Fatalf("no answer while the body is being sent: %v", err)
+			}
+			defer res.Body.Close()
+			if res.StatusCode != 200 || res.Header.Get("RateLimit") == "" {
+				t.Fatalf("status %d, headers %v", res.StatusCode, res.Header)
+			}
+			br = bufio.NewReader(res.Body)
+		}
+		if got, err := br.ReadString('\n'); got != "got "+line || err != nil {
+			t.Fatalf("echo of line %d: %q, %v", i, got, err)
+		}
+	}
+	w.send("0\r\n\r\n")
+	if rest, err := io.ReadAll(br); string(rest) != "end: EOF\n" || err != nil {
+		t.Errorf("the end: %q, %v", rest, err)
+	}
+}

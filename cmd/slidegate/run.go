@@ -235,7 +235,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		p := httpapi.NewProxy(origin, log, cfg.Identity.Prefixes())
 		// A hung origin would hold its clients for as long as they wait.
 		p.Transport.(*http.Transport).ResponseHeaderTimeout = f.originTimeout
-		next = p
+		next = fullDuplex(p)
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Local: local, Next: next, Logger: log})
 	if err != nil {
@@ -308,6 +308,18 @@ func logEvictions(log *slog.Logger, mems []*memstore.Store, last uint64) uint64 
 		log.Warn("memory store full: identities evicted, their counts lost; raise --max-identities if they were clients", "evicted", n-last, "evicted_total", n)
 	}
 	return n
+}
+
+// fullDuplex lets the origin's answer go out while the client is still
+// sending its body (a streamed upload with a streamed answer). Without it
+// Go's HTTP/1 server reads the rest of the body before the answer's
+// header, and a client that waits for the answer before it sends more
+// waits for ever.
+func fullDuplex(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/2 is full duplex already
+		next.ServeHTTP(w, r)
+	})
 }
 
 func orNone(u *url.URL) string {
