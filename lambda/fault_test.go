@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -111,13 +110,14 @@ func writeFaultProxy(t *testing.T, endpoint string, f writeFault) (string, func(
 }
 
 // TestStoreFaultsThroughLambda runs the function's handler (setup, Adapt)
-// against dynalite behind a proxy that breaks every conditional write: the
-// request is answered per on_store_error within store_timeout plus a
-// margin, marked with the Slidegate-Store header, logged as a store error,
-// never taken for a decision of the store; a write the server applied is
-// counted once (not lost, not retried), a throttled one is retried within
-// the budget, and neither the table nor the log
-// holds the raw API key.
+// against dynalite behind a proxy that breaks every conditional write, for
+// a request to the origin and for the check API: each is answered per
+// on_store_error within store_timeout plus a margin, marked with the
+// Slidegate-Store header (the check API's body says store_error), logged as
+// a store error, never taken for a decision of the store; a write the
+// server applied is counted once (not lost, not retried), a throttled one
+// is retried within the budget, and neither the table nor the log holds a
+// raw API key or its full hash.
 func TestStoreFaultsThroughLambda(t *testing.T) {
 	db := dynalite.Run(t)
 	const storeTimeout = 150 * time.Millisecond
@@ -126,10 +126,6 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 		_, _ = io.WriteString(w, "origin\n")
 	}))
 	t.Cleanup(origin.Close)
-	fixture, err := os.ReadFile(filepath.Join("testdata", "functionurl-get.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	home := t.TempDir()
 	for k, v := range map[string]string{
 		"HOME": home, "AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
@@ -138,6 +134,16 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 	} {
 		t.Setenv(k, v)
 	}
+	const headerKey, bodyKey = "sk_live_Raw-Key-1234567890", "sk_live_Body-Key-0987654321"
+	toOrigin := event(t, "functionurl-get.json")
+	toOrigin.Headers["x-api-key"] = headerKey
+	check := event(t, "functionurl-check-base64.json")
+	check.Body, check.IsBase64Encoded = `{"key":"`+bodyKey+`","cost":1}`, false
+	requests := []struct {
+		name string
+		key  string
+		ev   events.APIGatewayV2HTTPRequest
+	}{{"origin", headerKey, toOrigin}, {"check API", bodyKey, check}}
 	seq := 0
 	for _, f := range []writeFault{hold, drop, emptyOK, throttle} {
 		for _, policy := range []string{"allow", "deny"} {
@@ -155,66 +161,69 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				const rawKey = "sk_live_Raw-Key-1234567890"
-				ev := withHeader(t, fixture, "x-api-key", rawKey)
-
-				begin := time.Now()
-				res, err := Adapt(h)(context.Background(), ev)
-				took := time.Since(begin)
-				if err != nil {
-					t.Fatal(err)
-				}
 				want, mark := http.StatusOK, httpapi.StoreErrorAllowed
 				if policy == "deny" {
 					want, mark = http.StatusServiceUnavailable, httpapi.StoreErrorDenied
 				}
-				if res.StatusCode != want || res.Headers[httpapi.StoreHeader] != mark {
-					t.Errorf("answer %d, %s: %q; want %d, %q", res.StatusCode, httpapi.StoreHeader, res.Headers[httpapi.StoreHeader], want, mark)
-				}
-				if took > storeTimeout+margin {
-					t.Errorf("answered after %s, want within %s + %s", took, storeTimeout, margin)
-				}
-				t.Logf("answered in %s", took.Round(time.Millisecond))
-				if n := writes(); n != f.attempts() {
-					t.Errorf("%d UpdateItem requests, want %d (only a throttled write is retried)", n, f.attempts())
+				for i, rq := range requests {
+					begin := time.Now()
+					res, err := Adapt(h)(context.Background(), rq.ev)
+					took := time.Since(begin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.StatusCode != want || res.Headers[httpapi.StoreHeader] != mark {
+						t.Errorf("%s: answer %d, %s: %q; want %d, %q", rq.name, res.StatusCode, httpapi.StoreHeader, res.Headers[httpapi.StoreHeader], want, mark)
+					}
+					if rq.name == "check API" && policy == "allow" && !strings.Contains(res.Body, `"store_error":true`) {
+						t.Errorf("check API answered %s, want store_error true", res.Body)
+					}
+					if took > storeTimeout+margin {
+						t.Errorf("%s: answered after %s, want within %s + %s", rq.name, took, storeTimeout, margin)
+					}
+					t.Logf("%s: answered in %s", rq.name, took.Round(time.Millisecond))
+					if n, want := writes(), (i+1)*f.attempts(); n != want {
+						t.Errorf("%s: %d UpdateItem requests in all, want %d (only a throttled write is retried)", rq.name, n, want)
+					}
 				}
 
-				line := storeErrorLine(t, logs.String())
-				if line == nil {
-					t.Fatalf("no store error logged:\n%s", logs.String())
+				lines := storeErrorLines(t, logs.String())
+				if len(lines) != len(requests) {
+					t.Fatalf("%d store errors logged, want %d:\n%s", len(lines), len(requests), logs.String())
 				}
-				if line["action"] != policy || line["timeout"] != (f == hold) {
-					t.Errorf("log line action %v, timeout %v; want %s, %v: %v", line["action"], line["timeout"], policy, f == hold, line)
+				for _, line := range lines {
+					if line["action"] != policy || line["timeout"] != (f == hold) {
+						t.Errorf("log line action %v, timeout %v; want %s, %v: %v", line["action"], line["timeout"], policy, f == hold, line)
+					}
 				}
 
-				sum := sha256.Sum256([]byte(rawKey))
-				id := "k:" + hex.EncodeToString(sum[:])
-				items := scan(t, client, table)
-				var count string
-				for _, item := range items {
+				counts := map[string]string{}
+				for _, item := range scan(t, client, table) {
+					id := item[dynamostore.KeyAttribute].(*types.AttributeValueMemberS).Value
 					for k, v := range item {
-						s := fmt.Sprint(k, v)
-						if n, ok := v.(*types.AttributeValueMemberS); ok {
+						s := k + id
+						if n, ok := v.(*types.AttributeValueMemberN); ok {
 							s += n.Value
+							if strings.HasPrefix(k, "day#") {
+								counts[id] = n.Value
+							}
 						}
-						if strings.Contains(s, rawKey) {
-							t.Errorf("table holds the raw key: %q", s)
-						}
-					}
-					if item[dynamostore.KeyAttribute].(*types.AttributeValueMemberS).Value != id {
-						continue
-					}
-					for k, v := range item {
-						if strings.HasPrefix(k, "day#") {
-							count = v.(*types.AttributeValueMemberN).Value
+						for _, rq := range requests {
+							if strings.Contains(s, rq.key) {
+								t.Errorf("table holds the raw key: %q", s)
+							}
 						}
 					}
 				}
-				if wantCount := map[bool]string{true: "1", false: ""}[f.applied()]; count != wantCount {
-					t.Errorf("%s's day count %q, want %q", id[:14], count, wantCount)
-				}
-				if strings.Contains(logs.String(), rawKey) || strings.Contains(logs.String(), id) {
-					t.Errorf("logs hold the key or its full hash:\n%s", logs.String())
+				for _, rq := range requests {
+					sum := sha256.Sum256([]byte(rq.key))
+					id := "k:" + hex.EncodeToString(sum[:])
+					if want := map[bool]string{true: "1", false: ""}[f.applied()]; counts[id] != want {
+						t.Errorf("%s: %s's day count %q, want %q (stored: %v)", rq.name, id[:14], counts[id], want, counts)
+					}
+					if strings.Contains(logs.String(), rq.key) || strings.Contains(logs.String(), id) {
+						t.Errorf("%s: logs hold the key or its full hash:\n%s", rq.name, logs.String())
+					}
 				}
 			})
 		}
@@ -245,20 +254,10 @@ func scan(t *testing.T, client *dynamodb.Client, table string) []map[string]type
 	return out.Items
 }
 
-// withHeader returns the event of fixture with one more header.
-func withHeader(t *testing.T, fixture []byte, name, value string) events.APIGatewayV2HTTPRequest {
+// storeErrorLines returns the "store error" lines of a JSON log.
+func storeErrorLines(t *testing.T, logs string) []map[string]any {
 	t.Helper()
-	var ev events.APIGatewayV2HTTPRequest
-	if err := json.Unmarshal(fixture, &ev); err != nil {
-		t.Fatal(err)
-	}
-	ev.Headers[name] = value
-	return ev
-}
-
-// storeErrorLine returns the first "store error" line of a JSON log.
-func storeErrorLine(t *testing.T, logs string) map[string]any {
-	t.Helper()
+	var out []map[string]any
 	sc := bufio.NewScanner(strings.NewReader(logs))
 	for sc.Scan() {
 		var m map[string]any
@@ -266,8 +265,8 @@ func storeErrorLine(t *testing.T, logs string) map[string]any {
 			t.Fatalf("log line %q: %v", sc.Text(), err)
 		}
 		if m["msg"] == "store error" {
-			return m
+			out = append(out, m)
 		}
 	}
-	return nil
+	return out
 }
