@@ -40,7 +40,11 @@ import (
 // balancer that ended TLS says "https"). From any other peer those headers
 // are the client's to forge: they are dropped (clientHeaders), and the
 // origin gets X-Forwarded-For, -Host and -Proto with the peer, the Host
-// and the scheme slidegate saw.
+// and the scheme slidegate saw. Headers whose names hold an underscore
+// are dropped, from every peer, as nginx does by default: to an origin
+// that reads headers CGI-style (WSGI, Rack, PHP: HTTP_X_API_KEY),
+// X_API_Key is X-API-Key, a key the pre-filter never counted, and
+// X_Real_IP a forged X-Real-IP.
 func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.ReverseProxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
@@ -67,13 +71,11 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 				peer, ok = parseAddr(pr.In.RemoteAddr)
 				fromProxy = ok && contains(trusted, peer)
 			}
-			if !fromProxy {
+			for k := range pr.Out.Header {
 				// ReverseProxy drops only Forwarded and X-Forwarded-For,
 				// -Host and -Proto; an origin may read the others.
-				for k := range pr.Out.Header {
-					if clientHeader(k) {
-						delete(pr.Out.Header, k)
-					}
+				if strings.Contains(k, "_") || !fromProxy && clientHeader(k) {
+					delete(pr.Out.Header, k)
 				}
 			}
 			if fromProxy {

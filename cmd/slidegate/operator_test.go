@@ -792,3 +792,34 @@ func TestServeFullDuplex(t *testing.T) {
 		t.Errorf("the end: %q, %v", rest, err)
 	}
 }
+
+// TestServeUnderscoreHeaders: to an origin that reads headers CGI-style
+// (WSGI, Rack, PHP), X_API_KEY is X-API-Key. slidegate does not read it
+// as a key, so a client whose key has used its quota could send it so,
+// be counted as an anonymous IP (a new quota per address) and still be
+// served as the key; or forge X_Real_IP. No header whose name holds an
+// underscore reaches the origin, from a client or a trusted proxy.
+func TestServeUnderscoreHeaders(t *testing.T) {
+	got := make(chan http.Header, 1)
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	})
+	for _, trusted := range []string{`"10.0.0.0/8"`, `"127.0.0.1"`} {
+		t.Run(trusted, func(t *testing.T) {
+			addr, _ := frontOf(t, origin, `, "identity": {"trusted_proxies": [`+trusted+`]}`)
+			res, body := dial(t, addr).get("/items", "X-API-Key: "+bigKey+"\r\nX_API_KEY: spent-key\r\nx_api_key: spent-key\r\nX_Real_IP: 203.0.113.7\r\nX_Forwarded_For: 203.0.113.7\r\nSome_Header: v\r\nX-Other: kept\r\n")
+			if res.StatusCode != 200 {
+				t.Fatalf("status %d %s", res.StatusCode, body)
+			}
+			h := <-got
+			for k, v := range h {
+				if strings.Contains(k, "_") {
+					t.Errorf("%s %q reached the origin", k, v)
+				}
+			}
+			if h.Get("X-Api-Key") != bigKey || h.Get("X-Other") != "kept" {
+				t.Errorf("the origin got %v, want X-API-Key and X-Other as sent", h)
+			}
+		})
+	}
+}
