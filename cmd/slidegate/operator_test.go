@@ -364,8 +364,8 @@ func problemOf(t *testing.T, res *http.Response, body string) (status int, detai
 	return p.Status, p.Detail
 }
 
-// TestServeOriginFailures: an origin that refuses connections is a 502,
-// one that accepts the request and never answers a 504 after
+// TestServeOriginFailures: an origin that refuses connections, or closes
+// them without an answer, is a 502, one that accepts the request and never answers a 504 after
 // --origin-timeout (here short; the default is a minute), not a client
 // left waiting. Both are problem+json with the rate-limit headers, logged
 // as origin errors, and leave the client's connection usable.
@@ -382,12 +382,28 @@ func TestServeOriginFailures(t *testing.T) {
 	}))
 	defer hanging.Close()
 
+	hangUp, err := net.Listen("tcp", "127.0.0.1:0") // accepts and closes at once
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hangUp.Close()
+	go func() {
+		for {
+			c, err := hangUp.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+
 	tests := []struct {
 		name, origin string
 		status       int
 		detail       string
 	}{
 		{"refused", closed.URL, http.StatusBadGateway, "the origin did not answer"},
+		{"hangs up", "http://" + hangUp.Addr().String(), http.StatusBadGateway, "the origin did not answer"},
 		{"hanging", hanging.URL, http.StatusGatewayTimeout, "the origin did not answer in time"},
 	}
 	for _, tt := range tests {

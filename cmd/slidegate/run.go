@@ -117,7 +117,7 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty KEY", errUsage)
 	}
-	if strings.TrimSpace(key) != key {
+	if strings.Trim(key, " \t") != key { // what HTTP drops: not Unicode spaces
 		fmt.Fprintln(stderr, "slidegate: warning: KEY begins or ends with white space, which HTTP drops from a header: only the check API can send this key as it is")
 	} else if strings.ContainsFunc(key, isControl) {
 		fmt.Fprintln(stderr, "slidegate: warning: KEY holds a control character, which a header value cannot: only the check API can send this key")

@@ -80,6 +80,7 @@ func TestHashKeyWarns(t *testing.T) {
 		{arg: "k", key: "k"},
 		{arg: "inner space\tand tab", key: "inner space\tand tab"},
 		{arg: "\xd0\xba\xd0\xbb", key: "\xd0\xba\xd0\xbb"},
+		{arg: "k\u00a0", key: "k\u00a0"}, // a no-break space is no HTTP white space
 		{arg: " k", key: " k", warning: "white space"},
 		{arg: "k\t", key: "k\t", warning: "white space"},
 		{arg: "-", stdin: "k \n", key: "k ", warning: "white space"},
