@@ -332,13 +332,23 @@ func TestServeKeepAliveAfterRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := dial(t, addr)
-			w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + tt.head + "\r\n" + tt.body)
+			w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + tt.head + "\r\n")
+			// The server may answer and close before it has read a large
+			// body: the write must not block the reading of the answer.
+			sent := make(chan error, 1)
+			go func() {
+				_, err := io.WriteString(w.c, tt.body)
+				sent <- err
+			}()
 			res, _ := w.response("POST")
 			if res.StatusCode != http.StatusTooManyRequests {
 				t.Fatalf("status %d, want 429", res.StatusCode)
 			}
 			if res.Close {
 				return // said so: the client opens a new one
+			}
+			if err := <-sent; err != nil {
+				t.Fatalf("the body of a kept connection: %v", err)
 			}
 			res, got := w.get("/next", "X-API-Key: "+bigKey+"\r\n")
 			if res.StatusCode != 200 || !strings.Contains(got, `"length":0`) {
