@@ -8,12 +8,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // ownHeaders are the fields the pre-filter sets before the origin answers:
-// the rate-limit fields and the marks of shadow mode and of a store error.
-// The X-RateLimit trio comes first (see settleTrio).
+// the rate-limit fields, which it sets on every request it decided, the
+// X-RateLimit trio first (see settleTrio), then the marks of shadow mode
+// and of a store error.
 var ownHeaders = [...]string{hLimit, hRemaining, hReset, hPolicy, hRateLimit, ShadowHeader, StoreHeader}
+
+// nDecided is the number of rate-limit fields at the start of ownHeaders.
+const nDecided = 5
 
 // originWriter is the ResponseWriter an admitted request's origin answers
 // through. When the origin's final status is written it settles the
@@ -31,15 +36,21 @@ var ownHeaders = [...]string{hLimit, hRemaining, hReset, hPolicy, hRateLimit, Sh
 //   - httputil.ReverseProxy empties the header map after passing on an
 //     informational answer (103 Early Hints), which took the pre-filter's
 //     fields off the final answer. They are put back.
+//   - An origin handler in this process (Options.Next) may Set a field
+//     rather than add to it, replacing the pre-filter's value (httprate
+//     and most Go middleware do): the pre-filter's goes back in front of
+//     the origin's, which is then settled as if it had been added.
 type originWriter struct {
 	http.ResponseWriter
 	// remaining is the pre-filter's X-RateLimit-Remaining; negative when
 	// it set none (a store error under on_store_error allow).
 	remaining int64
-	// own holds the pre-filter's value of each of ownHeaders ("": none),
-	// taken off the map for the first informational answer and put back
-	// before the final one; nil until an informational answer.
-	own     *[len(ownHeaders)]string
+	// own holds the pre-filter's value of each of ownHeaders ("": none):
+	// the rate-limit fields' as it set them before the origin ran, the
+	// marks' as an informational answer found them (they matter only
+	// then). They are told from an origin's values by identity (same), not
+	// content: an origin may send the very numbers the pre-filter sent.
+	own     [len(ownHeaders)]string
 	settled bool
 }
 
@@ -50,6 +61,14 @@ var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, remaining int64) {
 	ow := originWriters.Get().(*originWriter)
 	*ow = originWriter{ResponseWriter: w, remaining: remaining}
+	if remaining >= 0 {
+		hd := w.Header()
+		for i, k := range ownHeaders[:nDecided] {
+			if vs := hd[k]; len(vs) > 0 {
+				ow.own[i] = vs[0]
+			}
+		}
+	}
 	defer func() {
 		*ow = originWriter{}
 		originWriters.Put(ow)
@@ -64,8 +83,8 @@ func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, rema
 // before the final one.
 func (w *originWriter) WriteHeader(code int) {
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
-		if !w.settled && w.own == nil {
-			w.keepOwn()
+		if !w.settled {
+			w.takeOwn()
 		}
 		w.ResponseWriter.WriteHeader(code)
 		return
@@ -78,6 +97,14 @@ func (w *originWriter) WriteHeader(code int) {
 func (w *originWriter) Write(p []byte) (int, error) {
 	w.settle()
 	return w.ResponseWriter.Write(p)
+}
+
+// WriteString is Write for a string, without the copy to a []byte that
+// io.WriteString makes for a writer that has no WriteString (net/http's
+// has one).
+func (w *originWriter) WriteString(s string) (int, error) {
+	w.settle()
+	return io.WriteString(w.ResponseWriter, s)
 }
 
 // FlushError settles the fields and flushes; the first flush sends the
@@ -112,53 +139,68 @@ func (w *originWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // Unwrap lets http.ResponseController reach the connection's writer.
 func (w *originWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// keepOwn takes the pre-filter's fields off the header map until the final
-// answer: an informational answer has no use for them, and the map may be
-// emptied after it. Each field's first value is the pre-filter's, set
-// before the origin added any.
-func (w *originWriter) keepOwn() {
+// takeOwn takes the pre-filter's fields off the header map until the
+// final answer: an informational answer has no use for them, and the map
+// may be emptied after it.
+func (w *originWriter) takeOwn() {
 	hd := w.ResponseWriter.Header()
-	own := new([len(ownHeaders)]string)
 	for i, k := range ownHeaders {
-		switch vs := hd[k]; len(vs) {
-		case 0:
-		case 1:
-			own[i] = vs[0]
+		vs := hd[k]
+		if i >= nDecided && w.own[i] == "" && len(vs) > 0 {
+			w.own[i] = vs[0] // a mark set before the origin ran comes first
+		}
+		switch {
+		case w.own[i] == "" || len(vs) == 0 || !same(vs[0], w.own[i]):
+		case len(vs) == 1:
 			delete(hd, k)
 		default:
-			own[i], hd[k] = vs[0], vs[1:]
+			hd[k] = vs[1:]
 		}
 	}
-	w.own = own
 }
 
-// settle puts back the fields an informational answer took and settles the
-// X-RateLimit trio, once, before the final answer's header is sent.
+// settle puts the pre-filter's fields back in front of the origin's where
+// an informational answer took them off or the origin replaced or deleted
+// them, and settles the X-RateLimit trio, once, before the final answer's
+// header is sent.
 func (w *originWriter) settle() {
 	if w.settled {
 		return
 	}
 	w.settled = true
 	hd := w.ResponseWriter.Header()
-	if w.own != nil {
-		for i, k := range ownHeaders {
-			if v := w.own[i]; v != "" {
-				hd[k] = append([]string{v}, hd[k]...)
-			}
+	var trio [3][]string
+	for i, k := range ownHeaders {
+		v := w.own[i]
+		if v == "" {
+			continue
+		}
+		vs := hd[k]
+		if len(vs) == 0 || !same(vs[0], v) {
+			vs = append([]string{v}, vs...)
+			hd[k] = vs
+		}
+		if i < len(trio) {
+			trio[i] = vs
 		}
 	}
-	settleTrio(hd, w.remaining)
+	if w.remaining >= 0 {
+		settleTrio(hd, &trio, w.remaining)
+	}
+}
+
+// same reports whether a and b are one string, not two equal ones.
+func same(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // settleTrio keeps one X-RateLimit trio when the origin added its own to
-// the pre-filter's (each field's first value is the pre-filter's, and
-// remaining is its Remaining): the origin's when it has fewer requests
+// the pre-filter's: trio holds the values of hd's X-RateLimit-Limit,
+// -Remaining and -Reset, each led by the pre-filter's, and remaining is its
+// Remaining. The origin's trio is kept when it has fewer requests
 // remaining, else the pre-filter's.
-func settleTrio(hd http.Header, remaining int64) {
-	if remaining < 0 {
-		return // the pre-filter set none: the origin's are the only ones
-	}
-	lim, rem, reset := hd[hLimit], hd[hRemaining], hd[hReset]
+func settleTrio(hd http.Header, trio *[3][]string, remaining int64) {
+	lim, rem, reset := trio[0], trio[1], trio[2]
 	if len(lim) < 2 && len(rem) < 2 && len(reset) < 2 {
 		return // the origin sent none
 	}
@@ -167,8 +209,8 @@ func settleTrio(hd http.Header, remaining int64) {
 		n, err := strconv.ParseInt(strings.TrimSpace(rem[1]), 10, 64)
 		theirs = err == nil && n < remaining
 	}
-	for _, k := range ownHeaders[:3] {
-		vs := hd[k]
+	for i, k := range ownHeaders[:len(trio)] {
+		vs := trio[i]
 		switch {
 		case len(vs) == 0:
 		case !theirs:

@@ -140,15 +140,21 @@ func TestOriginTrioAfterStoreError(t *testing.T) {
 	}
 }
 
+// earlyHints sends a 103 Early Hints with a Link, which the final answer
+// does not repeat.
+func earlyHints(w http.ResponseWriter) {
+	w.Header().Set("Link", "</a.css>; rel=preload")
+	w.WriteHeader(http.StatusEarlyHints)
+	w.Header().Del("Link")
+}
+
 // TestEarlyHints: an origin's 103 Early Hints reaches the client without
 // the pre-filter's fields, and its final answer with them. ReverseProxy
 // empties the header map after a 1xx; the final answer had lost every
 // rate-limit field.
 func TestEarlyHints(t *testing.T) {
 	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Link", "</a.css>; rel=preload")
-		w.WriteHeader(http.StatusEarlyHints)
-		w.Header().Del("Link")
+		earlyHints(w)
 		w.Header().Set("X-RateLimit-Remaining", "1")
 		w.Header().Set("RateLimit", `"origin";r=1;t=5`)
 		_, _ = io.WriteString(w, "page")
@@ -323,6 +329,164 @@ func TestOriginWritesNothing(t *testing.T) {
 			}
 			if got, want := w.Header().Get("RateLimit"), `"minute";r=9;t=51`; got != want {
 				t.Errorf("RateLimit %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// serveFront serves the Handler with next as its origin in this process
+// (Options.Next, no proxy in between) over loopback; pro keys have 10 a
+// minute.
+func serveFront(t *testing.T, next http.HandlerFunc) string {
+	t.Helper()
+	f := newFixture(t, testConfig(t, nil), func(o *Options) { o.Next = next })
+	front := httptest.NewServer(f.h)
+	t.Cleanup(front.Close)
+	return front.URL
+}
+
+// TestOriginSetsItsFields: an origin in the same process (Options.Next)
+// that Sets its rate-limit fields, so replacing the pre-filter's values
+// rather than adding its own after them, as httprate and most Go
+// middleware do, is settled as one that adds: one trio, whole, the one with
+// fewer remaining, and the pre-filter's RateLimit items before the
+// origin's; also after a 103. The client got the origin's Remaining with
+// the pre-filter's Limit and Reset ("10 4999 1800000061"), or the origin's
+// trio with more remaining than the pre-filter's, and lost the
+// pre-filter's RateLimit.
+func TestOriginSetsItsFields(t *testing.T) {
+	const ours = "10 9 1800000061" // pro: 10 a minute, t0+10s, reset in 51 s
+	tests := []struct {
+		name string
+		set  map[string]string
+		want string
+	}{
+		{"remaining only, more", map[string]string{"X-RateLimit-Remaining": "4999"}, ours},
+		{"remaining only, fewer", map[string]string{"X-RateLimit-Remaining": "2"}, "- 2 -"},
+		{"remaining with spaces, fewer", map[string]string{"X-RateLimit-Remaining": " 2 "}, "- 2 -"},
+		{"trio, more", map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "4999", "X-RateLimit-Reset": "1800003600"}, ours},
+		{"trio, as many", map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "9", "X-RateLimit-Reset": "1800003600"}, ours},
+		{"trio, fewer", map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Remaining": "3", "X-RateLimit-Reset": "1800003600"}, "5000 3 1800003600"},
+		{"limit equal to ours, fewer", map[string]string{"X-RateLimit-Limit": "10", "X-RateLimit-Remaining": "3"}, "10 3 -"},
+		{"limit and reset, no remaining", map[string]string{"X-RateLimit-Limit": "5000", "X-RateLimit-Reset": "1"}, ours},
+	}
+	for _, tt := range tests {
+		for _, early := range []bool{false, true} {
+			name := tt.name
+			if early {
+				name += ", after a 103"
+			}
+			t.Run(name, func(t *testing.T) {
+				target := serveFront(t, func(w http.ResponseWriter, r *http.Request) {
+					if early {
+						earlyHints(w)
+					}
+					for k, v := range tt.set {
+						w.Header()[textproto.CanonicalMIMEHeaderKey(k)] = []string{v}
+					}
+					w.Header().Set("RateLimit", `"origin";r=1;t=5`)
+					_, _ = io.WriteString(w, "origin")
+				})
+				res := getPro(t, target, nil)
+				if got := trio(res.Header); got != tt.want {
+					t.Errorf("X-RateLimit trio %q, want %q", got, tt.want)
+				}
+				if got, want := res.Header.Values("RateLimit"), []string{`"minute";r=9;t=51`, `"origin";r=1;t=5`}; !slices.Equal(got, want) {
+					t.Errorf("RateLimit %q, want %q", got, want)
+				}
+				if got, want := res.Header.Values("RateLimit-Policy"), []string{`"minute";q=10;w=60`}; !slices.Equal(got, want) {
+					t.Errorf("RateLimit-Policy %q, want %q", got, want)
+				}
+			})
+		}
+	}
+}
+
+// TestOriginWriterSendsSettled: each way an origin handler can send the
+// header (WriteHeader, Write, WriteString, io.Copy from a reader that is
+// no io.WriterTo, which finds ReadFrom, Flush, and
+// http.ResponseController's Flush) sends it settled. The handler adds to
+// the header after sending it: the settling after it returns must not be
+// what the test sees.
+func TestOriginWriterSendsSettled(t *testing.T) {
+	for name, send := range map[string]func(http.ResponseWriter){
+		"WriteHeader": func(w http.ResponseWriter) { w.WriteHeader(http.StatusOK) },
+		"Write":       func(w http.ResponseWriter) { _, _ = w.Write([]byte("x")) },
+		"WriteString": func(w http.ResponseWriter) { _, _ = io.WriteString(w, "x") },
+		"ReadFrom": func(w http.ResponseWriter) {
+			if _, ok := w.(io.ReaderFrom); !ok {
+				t.Errorf("the origin's writer %T is no io.ReaderFrom", w)
+			}
+			_, _ = io.Copy(w, io.LimitReader(strings.NewReader("copied"), 6))
+		},
+		"Flush":              func(w http.ResponseWriter) { w.(http.Flusher).Flush() },
+		"ResponseController": func(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() },
+	} {
+		t.Run(name, func(t *testing.T) {
+			sent := make(chan struct{})
+			target := serveFront(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Add("X-RateLimit-Remaining", "0")
+				send(w)
+				if _, err := w.Write([]byte("\n")); err != nil {
+					t.Error(err)
+				}
+				_ = http.NewResponseController(w).Flush()
+				<-sent // the client has the header
+				w.Header().Add("X-RateLimit-Remaining", "late")
+			})
+			r, err := http.NewRequest(http.MethodGet, target, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("X-API-Key", proKey)
+			res, err := http.DefaultClient.Do(r)
+			close(sent)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			if got, want := trio(res.Header), "- 0 -"; got != want {
+				t.Errorf("X-RateLimit trio %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestEarlyHintsKeepMarks: the marks of a store error and of shadow mode
+// are not on a 103 and are on the final answer once, through the local
+// server's proxy (which empties the header map after the 103).
+func TestEarlyHintsKeepMarks(t *testing.T) {
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		earlyHints(w)
+		_, _ = io.WriteString(w, "page")
+	})
+	for _, tt := range []struct {
+		name, mark, want string
+		edit             func(*Options)
+		before           int // requests sent first
+	}{
+		{"store error", StoreHeader, StoreErrorAllowed, func(o *Options) { o.Store = &failStore{} }, 0},
+		{"shadow", ShadowHeader, "denied", func(o *Options) {
+			o.Config = testConfig(t, func(m map[string]any) { m["shadow"] = true })
+		}, 10},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			target := originFront(t, origin, tt.edit)
+			for range tt.before {
+				getPro(t, target, nil)
+			}
+			var hints []textproto.MIMEHeader
+			trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+				hints = append(hints, h)
+				return nil
+			}}
+			res := getPro(t, target, trace)
+			if len(hints) != 1 || len(hints[0][tt.mark]) != 0 {
+				t.Errorf("1xx answers %v, want one without %s", hints, tt.mark)
+			}
+			if got := res.Header[tt.mark]; !slices.Equal(got, []string{tt.want}) {
+				t.Errorf("%s %q, want %q once", tt.mark, got, tt.want)
 			}
 		})
 	}
