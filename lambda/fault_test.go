@@ -63,7 +63,9 @@ func (f writeFault) attempts() int {
 }
 
 // writeFaultProxy is a reverse proxy on 127.0.0.1 to endpoint that does f
-// to every UpdateItem and counts them.
+// to every UpdateItem. It returns its URL and a function that waits until
+// every request it received has been handled (a held write has reached
+// dynalite) and returns how many UpdateItem requests there were.
 func writeFaultProxy(t *testing.T, endpoint string, f writeFault) (string, func() int) {
 	t.Helper()
 	target, err := url.Parse(endpoint)
@@ -72,8 +74,19 @@ func writeFaultProxy(t *testing.T, endpoint string, f writeFault) (string, func(
 	}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	var mu sync.Mutex
-	writes := 0
+	idle := sync.NewCond(&mu) // a WaitGroup's Add would race with Wait
+	writes, busy := 0, 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		busy++
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			if busy--; busy == 0 {
+				idle.Broadcast()
+			}
+			mu.Unlock()
+		}()
 		if !strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") {
 			rp.ServeHTTP(w, r)
 			return
@@ -106,7 +119,14 @@ func writeFaultProxy(t *testing.T, endpoint string, f writeFault) (string, func(
 		}
 	}))
 	t.Cleanup(srv.Close)
-	return srv.URL, func() int { mu.Lock(); defer mu.Unlock(); return writes }
+	return srv.URL, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		for busy > 0 {
+			idle.Wait()
+		}
+		return writes
+	}
 }
 
 // TestStoreFaultsThroughLambda runs the function's handler (setup, Adapt)

@@ -49,6 +49,11 @@ type faultProxy struct {
 	// lost counts the writes the server applied (answered 200) whose
 	// answer the proxy replaced.
 	lost int
+	// busy counts the requests being handled; idle is signalled when it
+	// drops to zero (a WaitGroup's first Add would race with settle's Wait:
+	// a request's arrival is no happens-before edge).
+	busy int
+	idle *sync.Cond
 }
 
 func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, body []byte) fault) *faultProxy {
@@ -58,8 +63,19 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 		t.Fatal(err)
 	}
 	p := &faultProxy{inject: inject, seen: map[string]int{}}
+	p.idle = sync.NewCond(&p.mu)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.busy++
+		p.mu.Unlock()
+		defer func() {
+			p.mu.Lock()
+			if p.busy--; p.busy == 0 {
+				p.idle.Broadcast()
+			}
+			p.mu.Unlock()
+		}()
 		op := r.Header.Get("X-Amz-Target")
 		op = op[strings.LastIndexByte(op, '.')+1:]
 		req, err := io.ReadAll(r.Body)
@@ -166,6 +182,17 @@ func (p *faultProxy) count(op string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.seen[op]
+}
+
+// settle waits until the proxy has handled every request it received, so
+// that a write it forwarded for a client that gave up has reached the
+// server.
+func (p *faultProxy) settle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.busy > 0 {
+		p.idle.Wait()
+	}
 }
 
 func (p *faultProxy) lostAnswers() int {
