@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"strconv"
@@ -52,10 +54,10 @@ func TestBinaryRoundTrip(t *testing.T) {
 	}
 }
 
-// TestBinaryCoversEveryField sets every field of a Config, to a value of
-// its own, through reflection: a field added to Config and not to
-// AppendBinary fails here.
-func TestBinaryCoversEveryField(t *testing.T) {
+// filledConfig returns a Config whose every field is set, to a value of its
+// own, through reflection.
+func filledConfig(t *testing.T) *Config {
+	t.Helper()
 	n := 0
 	var fill func(v reflect.Value)
 	fill = func(v reflect.Value) {
@@ -92,6 +94,13 @@ func TestBinaryCoversEveryField(t *testing.T) {
 	}
 	var c Config
 	fill(reflect.ValueOf(&c).Elem())
+	return &c
+}
+
+// TestBinaryCoversEveryField: a field added to Config and not to
+// AppendBinary fails here.
+func TestBinaryCoversEveryField(t *testing.T) {
+	c := *filledConfig(t)
 	roundTrip(t, &c)
 	// And a change to any one byte of the encoding is seen (an error or
 	// another Config), never a panic.
@@ -103,6 +112,27 @@ func TestBinaryCoversEveryField(t *testing.T) {
 		if err := d.UnmarshalBinary(m); err == nil && reflect.DeepEqual(&d, &c) {
 			t.Errorf("byte %d changed, same Config", i)
 		}
+	}
+}
+
+// TestBinaryVersion pins the layout of binaryVersion: the SHA-256 of a
+// Config with every field set. A change of the layout (a field added,
+// moved or encoded otherwise) fails here until binaryVersion changes with
+// it, so that no reader takes a form of another layout for its own (the
+// Worker keeps the form in its isolate's globals). Bump binaryVersion,
+// then pin the new layout's hash.
+func TestBinaryVersion(t *testing.T) {
+	const version, layout = 2, "3aac7282b250c6899f273a167abda80a9655fb91f8ce16c153fb0537bbeb2eb1"
+	b, err := filledConfig(t).AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%x", sha256.Sum256(b))
+	switch {
+	case binaryVersion == version && got != layout:
+		t.Errorf("the binary layout changed (sha256 %s, version %d pinned %s): bump binaryVersion", got, version, layout)
+	case binaryVersion != version:
+		t.Errorf("binaryVersion %d: pin its layout, sha256 %s", binaryVersion, got)
 	}
 }
 
