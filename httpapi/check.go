@@ -335,6 +335,9 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 	defer verdicts.Put(v)
 	v.reset()
 	h.decide(r.Context(), now, "", nil, id, p, cost, v)
+	if v.uncounted != nil {
+		h.logStoreError(r, v.uncounted, "deny", v.uncountedID, p)
+	}
 	if v.err != nil {
 		if h.storeError(w, r, v.err, id, p) {
 			writeJSON(w, http.StatusOK, "application/json", &checkResponse{Allowed: true, Plan: p.name, Rules: []checkRule{}, StoreError: true})

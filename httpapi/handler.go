@@ -257,12 +257,17 @@ type verdict struct {
 	// rules' count of a request the plan refused: the count stays (too
 	// high, never too low); logged.
 	ipErr error
-	res   limiter.Result // the last limiter call's answer
+	// uncounted is a denial's count that failed (count_denied): the
+	// request is denied all the same; logged, for uncountedID.
+	uncounted   error
+	uncountedID string
+	res         limiter.Result // the last limiter call's answer
 }
 
 // reset empties a recycled verdict; the decisions past n are never read.
 func (v *verdict) reset() {
 	v.n, v.deciding, v.cached, v.err, v.ipErr = 0, window.Decision{}, false, nil, nil
+	v.uncounted, v.uncountedID = nil, ""
 }
 
 func (v *verdict) add(res *limiter.Result) {
@@ -342,10 +347,14 @@ func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, 
 
 // check1 is one limiter call: it appends the call's decisions to v and sets
 // v.deciding to the call's. The limiter.Result (two thirds of a kilobyte)
-// lands in v, not on the stack.
+// lands in v, not on the stack. A denial whose count failed
+// (limiter.ErrUncounted) is a denial, its error kept in v for the log.
 func (h *Handler) check1(ctx context.Context, now time.Time, id string, rules []limiter.Rule, cost int64, v *verdict) error {
 	if err := h.lim.CheckInto(ctx, now, id, rules, cost, &v.res); err != nil {
-		return err
+		if !errors.Is(err, limiter.ErrUncounted) {
+			return err
+		}
+		v.uncounted, v.uncountedID = err, id
 	}
 	v.add(&v.res)
 	v.deciding = v.res.Decision
@@ -391,6 +400,9 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (int64, bool) {
 	h.decide(r.Context(), now, ipID, h.ipRules, id, p, cost, v)
 	if v.ipErr != nil {
 		h.logStoreError(r, v.ipErr, "kept the ip_limits count of a refused request", ipID, p)
+	}
+	if v.uncounted != nil {
+		h.logStoreError(r, v.uncounted, "deny", v.uncountedID, p)
 	}
 	if v.err != nil {
 		return -1, h.storeError(w, r, v.err, id, p)

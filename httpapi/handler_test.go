@@ -18,6 +18,7 @@ import (
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
 )
 
 // t0 is aligned to the minute; it is 28,800 s into its UTC day.
@@ -710,6 +711,61 @@ func TestStoreErrors(t *testing.T) {
 }
 
 // TestLogsNoRawKey: denied lines name the identity by hash prefix only.
+// addFails is a memory store whose Add fails once fail is set: a store
+// that still reads but can no longer write.
+type addFails struct {
+	kvstore.Conditional
+	fail bool
+}
+
+func (s *addFails) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	if s.fail {
+		return errors.New("addfails: boom")
+	}
+	return s.Conditional.Add(ctx, id, slots, costs)
+}
+
+// TestCountDeniedStoreFails: with count_denied, a request the counters
+// deny stays a 429 (for the check API, allowed false) when counting it
+// fails, even under on_store_error allow; the failure is a store error
+// line. It was a store error: let through as error-allowed.
+func TestCountDeniedStoreFails(t *testing.T) {
+	for _, api := range []bool{false, true} {
+		t.Run(map[bool]string{false: "pre-filter", true: "check API"}[api], func(t *testing.T) {
+			st := &addFails{Conditional: memstore.New()}
+			cfg := testConfig(t, func(m map[string]any) {
+				m["count_denied"] = true
+				m["on_store_error"] = "allow"
+			})
+			f := newFixture(t, cfg, func(o *Options) { o.Store = st })
+			send := func() *httptest.ResponseRecorder {
+				if api {
+					return f.do(req{method: http.MethodPost, path: CheckPath, body: `{"key": "` + proKey + `"}`})
+				}
+				return f.do(req{header: map[string]string{"X-API-Key": proKey}})
+			}
+			for range 10 {
+				send()
+			}
+			st.fail = true
+			w := send()
+			wantHeader(t, w, StoreHeader, "")
+			wantHeader(t, w, "X-RateLimit-Remaining", "0")
+			if api {
+				if w.Code != 200 || !strings.Contains(w.Body.String(), `"allowed":false`) {
+					t.Errorf("%d %s, want 200 with allowed false", w.Code, w.Body)
+				}
+			} else if w.Code != http.StatusTooManyRequests || f.served != 10 {
+				t.Errorf("status %d, origin served %d; want 429, 10", w.Code, f.served)
+			}
+			logs := f.logs.String()
+			if !strings.Contains(logs, `"msg":"store error"`) || !strings.Contains(logs, `"action":"deny"`) || !strings.Contains(logs, "not counted") {
+				t.Errorf("no store error line for the uncounted denial: %s", logs)
+			}
+		})
+	}
+}
+
 func TestLogsNoRawKey(t *testing.T) {
 	f := newFixture(t, testConfig(t, nil), nil)
 	secret := "Bearer sk_live_supersecret"

@@ -32,6 +32,10 @@ var (
 	ErrCost       = errors.New("limiter: cost must not be negative")
 	ErrRule       = errors.New("limiter: rule needs a positive limit and period")
 	ErrContention = errors.New("limiter: counters kept changing under the conditional write")
+	// ErrUncounted comes with a valid denial: with CountDenied, a request
+	// the counters denied whose cost the store then failed to count. The
+	// request is denied all the same; only the punitive count is missing.
+	ErrUncounted = errors.New("limiter: the denied request's cost was not counted")
 )
 
 // Rule is a window.Rule with a scope.
@@ -165,7 +169,10 @@ func New(o Options) *Limiter {
 // CountDenied). A cost of zero reads the state without counting.
 //
 // A non-nil error means a store failed or the arguments are invalid; a
-// denial is a Result with Allowed false, never an error.
+// denial is a Result with Allowed false, never an error. The one exception
+// is ErrUncounted (CountDenied): the Result is then a denial all the same,
+// and the error, wrapping ErrUncounted and the store's, says its cost was
+// not counted.
 func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (Result, error) {
 	var res Result
 	err := l.CheckInto(ctx, now, id, rules, cost, &res)
@@ -314,9 +321,11 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	}
 	switch {
 	case !allowed && write && l.countDenied:
-		if err := l.punish(ctx, now, id, rules, cost, sc, res); err != nil {
-			return err
-		}
+		// A failed count leaves the denial as the counters decided it:
+		// the request is refused either way, and the error says what is
+		// missing (turned into a store error, it would be let through
+		// under on_store_error allow).
+		err = l.punish(ctx, now, id, rules, cost, sc, res)
 	case !allowed || !write:
 		uncount(now, rules, cost, sc, res)
 	}
@@ -325,7 +334,7 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:])
 	}
 	res.since(caller)
-	return nil
+	return err
 }
 
 // validRules reports whether rules can be decided: 1 to MaxRules of them,
@@ -537,7 +546,7 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 			continue // the local group's add was kept
 		}
 		if err := l.addCur(ctx, now, id, rules, local, cost, sc); err != nil {
-			return fmt.Errorf("limiter: count denied: %w", err)
+			return fmt.Errorf("%w: %w", ErrUncounted, err)
 		}
 	}
 	for i, r := range rules {

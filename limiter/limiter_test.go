@@ -513,6 +513,53 @@ func TestCountDenied(t *testing.T) {
 	}
 }
 
+// failingAdds is a memory store whose Add fails while fail is set.
+type failingAdds struct {
+	kvstore.Conditional
+	fail error
+}
+
+func (f *failingAdds) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	if f.fail != nil {
+		return f.fail
+	}
+	return f.Conditional.Add(ctx, id, slots, costs)
+}
+
+// TestCountDeniedStoreFails: with CountDenied, a request the counters deny
+// stays denied when counting its cost fails: the error wraps ErrUncounted
+// and the store's, and the Result is the denial. (An error alone was
+// answered as a store error: let through under on_store_error allow.)
+func TestCountDeniedStoreFails(t *testing.T) {
+	boom := errors.New("boom")
+	r := rule("minute", 3, time.Minute)
+	for _, tt := range []struct {
+		name  string
+		rules []Rule
+	}{
+		{"shared rule", []Rule{r}},
+		{"local and shared rules", []Rule{{Rule: window.Rule{Name: "second", Limit: 100, Period: time.Second}, Local: true}, r}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &failingAdds{Conditional: memstore.New()}
+			l := New(Options{Store: s, CountDenied: true})
+			for range 3 {
+				if res := check(t, l, t0, "k", 1, tt.rules...); !res.Allowed {
+					t.Fatalf("denied before the limit: %+v", res.Decision)
+				}
+			}
+			s.fail = boom
+			res, err := l.Check(context.Background(), t0, "k", tt.rules, 1)
+			if !errors.Is(err, ErrUncounted) || !errors.Is(err, boom) {
+				t.Fatalf("err = %v, want wrapping ErrUncounted and boom", err)
+			}
+			if res.Allowed || res.Rule != "minute" || res.RetryAfter <= 0 || res.N != len(tt.rules) {
+				t.Errorf("got %+v (N %d), want the minute rule's denial with a RetryAfter", res.Decision, res.N)
+			}
+		})
+	}
+}
+
 func TestClockBackwards(t *testing.T) {
 	s := memstore.New()
 	l := New(Options{Store: s, DisableDenyCache: true})
