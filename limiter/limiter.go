@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -490,11 +491,16 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		}
 		return true, nil
 	}
+	// share: a write failed because a previous bucket had grown since it
+	// was read (another writer's clock is behind, just after the
+	// boundary); from then on that bucket's clause gets a share of the
+	// room too.
+	share := false
+	var read [MaxRules]int64
 	for range maxAttempts {
 		for k, i := range sc.idx[:sc.n] {
-			r := &sc.rules[i]
-			sc.conds[2*k] = kvstore.Cond{Slot: slots[2*k], Max: counts[2*k]}
-			sc.conds[2*k+1] = kvstore.Cond{Slot: slots[2*k+1], Max: r.Limit - r.WeightedAt(sc.pos[i], counts[2*k]) - sc.cost, Add: sc.cost}
+			read[k] = counts[2*k]
+			sc.conds[2*k], sc.conds[2*k+1] = conds(&sc.rules[i], sc.pos[i], slots[2*k], slots[2*k+1], counts[2*k], counts[2*k+1], sc.cost, share)
 		}
 		applied, err := st.cond.AddIf(ctx, id, sc.conds[:len(slots)], counts)
 		if err != nil {
@@ -510,8 +516,35 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		if !sc.Admit(counts) {
 			return false, nil
 		}
+		for k := range sc.n {
+			share = share || counts[2*k] > read[k]
+		}
 	}
 	return false, ErrContention
+}
+
+// conds returns the clauses that admit cost at pos on r's previous and
+// current buckets, whose counts were read as prev and cur (r admits the
+// request on them). The room left, Limit - cost - (Weighted(prev) + cur),
+// goes to the current bucket, which concurrent admissions fill; with
+// share, half of it goes to the previous one. Both counts may grow by
+// their share before the add, and the request still fits:
+// Weighted(prev + a) is at most Weighted(prev) + a. Without share, a
+// writer still counting in the previous bucket (its clock a little
+// behind, just after the boundary) failed every clause that held that
+// bucket to prev exactly, and turned checks far from the limit into
+// contention errors.
+func conds(r *Rule, pos window.Pos, ps, cs kvstore.Slot, prev, cur, cost int64, share bool) (kvstore.Cond, kvstore.Cond) {
+	w := r.WeightedAt(pos, prev)
+	a := int64(0)
+	if share {
+		a = max((r.Limit-cost-w-max(cur, 0))/2, 0)
+	}
+	pmax := prev + a
+	if prev > math.MaxInt64-a {
+		pmax = math.MaxInt64
+	}
+	return kvstore.Cond{Slot: ps, Max: pmax}, kvstore.Cond{Slot: cs, Max: r.Limit - w - cost - a, Add: cost}
 }
 
 // undo takes back the cost a group added, after a later group denied.

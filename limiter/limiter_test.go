@@ -560,6 +560,98 @@ func TestCountDeniedStoreFails(t *testing.T) {
 	}
 }
 
+// lagging is a conditional store (no Updater: the limiter takes Load then
+// AddIf, as on DynamoDB) where, between each Load and AddIf, other writers
+// add prevLag to the bucket before now's (a clock a little behind, just
+// after the boundary) and curLag to now's. After each AddIf that applied,
+// it records the estimate of r at at, the most the limiter can have let
+// the counts reach.
+type lagging struct {
+	kvstore.Conditional
+	prevLag, curLag int64
+	r               Rule
+	at              time.Time
+	addIfs          int
+	highest         int64
+}
+
+func (s *lagging) AddIf(ctx context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	s.addIfs++
+	for k, lag := range []int64{s.prevLag, s.curLag} {
+		if lag > 0 {
+			if err := s.Conditional.Add(ctx, id, []kvstore.Slot{conds[k].Slot}, []int64{lag}); err != nil {
+				return false, err
+			}
+		}
+	}
+	ok, err := s.Conditional.AddIf(ctx, id, conds, counts)
+	if ok && err == nil {
+		pc := make([]int64, 2)
+		if err := s.Conditional.Load(ctx, id, []kvstore.Slot{conds[0].Slot, conds[1].Slot}, pc); err != nil {
+			return false, err
+		}
+		s.highest = max(s.highest, s.r.Estimate(s.at, pc[0], pc[1]))
+	}
+	return ok, err
+}
+
+// TestLaggingWriters: writers still counting in the previous bucket do not
+// make checks far from the limit fail: once a write fails because the
+// previous bucket grew, the room left is shared between the clauses of both
+// buckets (the previous one had to stay exactly as read, and every retry
+// failed). Near the limit the clauses
+// still hold: no write is applied that takes the estimate past the limit,
+// whatever the other writers added since the read, and the checks end in
+// denials, not errors.
+func TestLaggingWriters(t *testing.T) {
+	r := rule("minute", 100, time.Minute)
+	// 1 ms into a bucket: the previous one's overlap is nearly 1.
+	at := window.Start(window.Index(t0, r.Period)+1, r.Period).Add(time.Millisecond)
+	type lags struct {
+		name            string
+		prevLag, curLag int64
+		minAdmitted     int
+	}
+	tests := []lags{{"previous bucket", 1, 0, 30}}
+	for p := int64(1); p <= 3; p++ {
+		for c := int64(1); c <= 8; c++ {
+			tests = append(tests, lags{fmt.Sprintf("previous %d, current %d", p, c), p, c, 1})
+		}
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &lagging{Conditional: memstore.New(), prevLag: tt.prevLag, curLag: tt.curLag, r: r, at: at}
+			l := New(Options{Store: s, DisableDenyCache: true})
+			admitted, denied := 0, 0
+			for i := range 60 {
+				res, err := l.Check(ctx, at, "k", []Rule{r}, 1)
+				if err != nil {
+					t.Fatalf("check %d: %v", i+1, err)
+				}
+				if res.Allowed {
+					admitted++
+					if denied > 0 {
+						t.Errorf("check %d admitted after a denial", i+1)
+					}
+				} else {
+					denied++
+				}
+			}
+			if s.highest > r.Limit {
+				t.Errorf("a write took the estimate to %d, over the limit %d", s.highest, r.Limit)
+			}
+			if admitted < tt.minAdmitted || denied == 0 {
+				t.Errorf("admitted %d, denied %d of 60; want at least %d admitted, then denials", admitted, denied, tt.minAdmitted)
+			}
+			// A check whose first write fails on the previous bucket's
+			// growth shares the room from its second.
+			if s.addIfs > 2*60+10 {
+				t.Errorf("%d AddIfs for 60 checks", s.addIfs)
+			}
+		})
+	}
+}
+
 func TestClockBackwards(t *testing.T) {
 	s := memstore.New()
 	l := New(Options{Store: s, DisableDenyCache: true})
