@@ -371,16 +371,17 @@ var verdicts = sync.Pool{New: func() any { return new(verdict) }}
 // origin. The decision runs in admit so that none of its frames is on the
 // stack while the origin is proxied.
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
-	if remaining, ok := h.admit(w, r); ok {
-		serveOrigin(h.next, w, r, remaining)
+	if own, remaining, ok := h.admit(w, r); ok {
+		serveOrigin(h.next, w, r, own, remaining)
 	}
 }
 
 // admit decides r, sets the rate-limit headers, answers 429 (or 503 on a
 // store error under on_store_error deny) itself, and reports whether the
-// request goes on to the origin, with the X-RateLimit-Remaining it set
-// (negative: none, after a store error).
-func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (int64, bool) {
+// request goes on to the origin, with the header values it set (see
+// setHeaders) and its X-RateLimit-Remaining (nil and negative: none, after
+// a store error).
+func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int64, bool) {
 	now := h.now()
 	addr, _ := h.clientAddr(r)
 	ipID := ipIdentity(addr, h.v6bits)
@@ -405,21 +406,21 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (int64, bool) {
 		h.logStoreError(r, v.uncounted, "deny", v.uncountedID, p)
 	}
 	if v.err != nil {
-		return -1, h.storeError(w, r, v.err, id, p)
+		return nil, -1, h.storeError(w, r, v.err, id, p)
 	}
 	hd := w.Header()
-	setHeaders(hd, p.policy, p.items, v.ds[:v.n], v.deciding, now)
+	own := setHeaders(hd, p.policy, p.items, v.ds[:v.n], v.deciding, now)
 	if v.deciding.Allowed {
-		return v.deciding.Remaining, true
+		return own, v.deciding.Remaining, true
 	}
 	h.logDenied(r, id, p, cost, v)
 	if !h.shadow {
 		writeTooMany(w, p, v)
-		return 0, false
+		return nil, 0, false
 	}
 	hd.Set(ShadowHeader, "denied")
 	hd.Del(hRetry)
-	return v.deciding.Remaining, true
+	return own, v.deciding.Remaining, true
 }
 
 // storeError logs a request the limiter could not decide and, per

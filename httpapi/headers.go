@@ -97,8 +97,10 @@ func rateLimitHeader(items []string, ds []window.Decision) string {
 // standard fields for every rule decided, X-RateLimit-* for the deciding
 // rule, and Retry-After when it is denied. The values are built in one
 // buffer and the header slices share one array: three allocations per
-// response whatever the number of rules.
-func setHeaders(hd http.Header, policy string, items []string, ds []window.Decision, deciding window.Decision, now time.Time) {
+// response whatever the number of rules. It returns the array:
+// RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining, -Reset and
+// Retry-After ("" when not set).
+func setHeaders(hd http.Header, policy string, items []string, ds []window.Decision, deciding window.Decision, now time.Time) *[6]string {
 	var buf [640]byte
 	var end [5]int
 	b := appendRateLimit(buf[:0], items, ds)
@@ -125,6 +127,7 @@ func setHeaders(hd http.Header, policy string, items []string, ds []window.Decis
 	if retry {
 		hd[hRetry] = vals[5:6:6]
 	}
+	return vals
 }
 
 // retrySeconds is Retry-After in delta seconds: rounded up, so a client

@@ -56,18 +56,15 @@ type originWriter struct {
 
 var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 
-// serveOrigin hands r to next through an originWriter over w; remaining is
-// the pre-filter's X-RateLimit-Remaining, negative for none.
-func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, remaining int64) {
+// serveOrigin hands r to next through an originWriter over w; own holds
+// the values setHeaders set and returned, remaining the pre-filter's
+// X-RateLimit-Remaining (nil and negative: none).
+func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64) {
 	ow := originWriters.Get().(*originWriter)
 	*ow = originWriter{ResponseWriter: w, remaining: remaining}
-	if remaining >= 0 {
-		hd := w.Header()
-		for i, k := range ownHeaders[:nDecided] {
-			if vs := hd[k]; len(vs) > 0 {
-				ow.own[i] = vs[0]
-			}
-		}
+	if own != nil {
+		// In ownHeaders' order: the trio, RateLimit-Policy, RateLimit.
+		ow.own[0], ow.own[1], ow.own[2], ow.own[3], ow.own[4] = own[2], own[3], own[4], own[0], own[1]
 	}
 	defer func() {
 		*ow = originWriter{}
