@@ -31,9 +31,17 @@ const (
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,
-// "a" then "b" was the client "a" here and "a,b" there).
+// "a" then "b" was the client "a" here and "a,b" there). A header the
+// request's Connection field names is no key: the proxy drops it.
 func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
+	conn := r.Header["Connection"]
 	for _, name := range h.keyHeaders {
+		if len(conn) > 0 && listed(conn, name) {
+			// A proxy drops it as hop-by-hop: the origin never sees it,
+			// and a made-up key there would be counted while the origin
+			// serves the key in the next header.
+			continue
+		}
 		switch vs := r.Header[name]; {
 		case len(vs) == 1 && vs[0] != "":
 			hashKey(vs[0], hash)
@@ -183,4 +191,17 @@ func parseAddr(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
+}
+
+// listed reports whether the Connection field values conn name the header
+// name (RFC 9110 7.6.1: comma-separated, any case).
+func listed(conn []string, name string) bool {
+	for _, v := range conn {
+		for t := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), name) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -489,5 +490,40 @@ func TestEarlyHintsKeepMarks(t *testing.T) {
 				t.Errorf("%s %q, want %q once", tt.mark, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestKeyHeaderNamedInConnection: a key header the request's Connection
+// field names is dropped as hop-by-hop before the origin, so it is no key
+// here either: a client sent a made-up X-API-Key (a fresh quota each time)
+// with Connection: X-API-Key, and the origin served it by the real key in
+// Authorization, which was never counted.
+func TestKeyHeaderNamedInConnection(t *testing.T) {
+	var seen http.Header
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() })
+	target := originFront(t, origin, nil)
+	for i := range 11 {
+		r, err := http.NewRequest(http.MethodGet, target, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("X-API-Key", "made-up-"+strconv.Itoa(i))
+		r.Header.Set("Connection", "keep-alive, x-api-key")
+		r.Header.Set("Authorization", proKey)
+		res, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		want := http.StatusOK
+		if i == 10 { // pro: 10 a minute, counted on Authorization
+			want = http.StatusTooManyRequests
+		}
+		if res.StatusCode != want || res.Header.Get("X-RateLimit-Limit") != "10" {
+			t.Fatalf("request %d: %d, limit %q; want %d, 10 (the Authorization key's plan)", i+1, res.StatusCode, res.Header.Get("X-RateLimit-Limit"), want)
+		}
+	}
+	if seen.Get("X-API-Key") != "" || seen.Get("Authorization") != proKey {
+		t.Errorf("origin saw X-API-Key %q, Authorization %q", seen.Get("X-API-Key"), seen.Get("Authorization"))
 	}
 }
