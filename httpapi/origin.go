@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,13 @@ type originWriter struct {
 	own     [len(ownHeaders)]string
 	settled bool
 }
+
+// Fields returns the canonical names of the response fields the
+// pre-filter sets on a request it decided and let through: the rate-limit
+// fields, and the marks of shadow mode and of a store error. An adapter
+// that replaces such an answer (the Lambda's 502 for one cut short) keeps
+// them, so that the client still learns where it stands.
+func Fields() []string { return slices.Clone(ownHeaders[:]) }
 
 var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/slidegate/slidegate/httpapi"
 )
 
 // maxPayload bounds the payload the runtime sends Lambda for a response
@@ -50,12 +52,12 @@ func Adapt(h http.Handler) Handler {
 		case p == nil:
 		case p != http.ErrAbortHandler:
 			slog.Error("handler panic", slog.String("panic", fmt.Sprint(p)), slog.String("path", r.URL.Path))
-			return problem(http.StatusInternalServerError, "internal error"), nil
+			return keep(problem(http.StatusInternalServerError, "internal error"), w.header), nil
 		case !w.overflow:
 			// The handler gave up on a response it had begun: ReverseProxy
 			// does when the origin's body breaks off. What it wrote is
 			// not the answer.
-			return problem(http.StatusBadGateway, "the response was cut short"), nil
+			return keep(problem(http.StatusBadGateway, "the response was cut short"), w.header), nil
 		}
 		return w.response(), nil
 	}
@@ -255,7 +257,7 @@ func (w *writer) Write(p []byte) (int, error) {
 
 func (w *writer) response() events.LambdaFunctionURLResponse {
 	if w.overflow {
-		return problem(http.StatusBadGateway, "the response is too large for AWS Lambda")
+		return keep(problem(http.StatusBadGateway, "the response is too large for AWS Lambda"), w.header)
 	}
 	res := events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: make(map[string]string, len(w.header))}
 	if res.StatusCode == 0 {
@@ -278,7 +280,7 @@ func (w *writer) response() events.LambdaFunctionURLResponse {
 	}
 	res.IsBase64Encoded = true
 	if payloadLen(res, base64.StdEncoding.EncodedLen(len(b))) > maxPayload {
-		return problem(http.StatusBadGateway, "the response is too large for AWS Lambda")
+		return keep(problem(http.StatusBadGateway, "the response is too large for AWS Lambda"), w.header)
 	}
 	res.Body = base64.StdEncoding.EncodeToString(b)
 	return res
@@ -323,6 +325,21 @@ func payloadLen(res events.LambdaFunctionURLResponse, bodyLen int) int {
 
 // problem is an application/problem+json response written by the adapter
 // itself, for what never reached the handler or could not leave it.
+// decided are the fields the pre-filter sets on an answer it let through.
+var decided = httpapi.Fields()
+
+// keep adds to res, an answer that replaces the handler's, the pre-filter's
+// fields from the handler's header h: the request was decided and counted,
+// and its client still learns where it stands.
+func keep(res events.LambdaFunctionURLResponse, h http.Header) events.LambdaFunctionURLResponse {
+	for _, k := range decided {
+		if vs := h[k]; len(vs) > 0 {
+			res.Headers[k] = strings.Join(vs, ",")
+		}
+	}
+	return res
+}
+
 func problem(status int, detail string) events.LambdaFunctionURLResponse {
 	body, _ := json.Marshal(struct {
 		Type   string `json:"type"`
