@@ -13,7 +13,7 @@ import (
 var ErrBinary = errors.New("config: not a binary configuration")
 
 // binaryVersion starts every binary form; a change of the layout changes it.
-const binaryVersion = 2
+const binaryVersion = 3
 
 // AppendBinary appends c in a compact binary form that UnmarshalBinary reads
 // back into an equal Config (reflect.DeepEqual, nil and empty kept apart).
@@ -50,7 +50,8 @@ func (c *Config) AppendBinary(b []byte) ([]byte, error) {
 	b = appendBool(appendBool(b, c.CountDenied), c.Shadow)
 	b = appendString(b, c.OnStoreError)
 	b = appendString(b, c.StoreTimeout)
-	return appendString(b, c.CheckToken), nil
+	b = appendString(b, c.CheckToken)
+	return appendStrings(b, c.CORSOrigins), nil
 }
 
 // UnmarshalBinary sets c from data that AppendBinary wrote, or returns an
@@ -90,6 +91,7 @@ func (c *Config) UnmarshalBinary(data []byte) error {
 	}
 	d.CountDenied, d.Shadow = r.bool(), r.bool()
 	d.OnStoreError, d.StoreTimeout, d.CheckToken = r.string(), r.string(), r.string()
+	d.CORSOrigins = r.strings()
 	if r.err != nil {
 		return r.err
 	}

@@ -69,6 +69,13 @@ type Config struct {
 	// CheckToken, when set, is the bearer token that POST /v1/check
 	// requires. Empty leaves the check API open.
 	CheckToken string `json:"check_token"`
+	// CORSOrigins are the browser origins ("https://app.example.com", or
+	// "*" for any) whose pages may read slidegate's answers: its own 429s
+	// and 503s carry Access-Control-Allow-Origin for them, and every
+	// answer they get (the origin's too, when the origin allows them)
+	// Access-Control-Expose-Headers naming the rate-limit headers, which a
+	// page's script cannot read otherwise. Empty means none.
+	CORSOrigins []string `json:"cors_origins"`
 }
 
 // Plan is a named set of limits that apply together to one identity.
@@ -190,6 +197,7 @@ func (c *Config) clone() *Config {
 	d.Identity.TrustedProxies = append([]string(nil), c.Identity.TrustedProxies...)
 	d.IPLimits = append([]Limit(nil), c.IPLimits...)
 	d.Costs = append([]Cost(nil), c.Costs...)
+	d.CORSOrigins = append([]string(nil), c.CORSOrigins...)
 	return &d
 }
 

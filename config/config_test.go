@@ -346,3 +346,22 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// TestCORSOrigins: cors_origins takes "*" and origins as browsers send
+// them, and names the entry it refuses.
+func TestCORSOrigins(t *testing.T) {
+	for _, o := range []string{"*", "https://app.example.com", "http://localhost:3000", "https://[::1]:8443", "http://127.0.0.1"} {
+		if _, err := Parse([]byte(`{"cors_origins": ["` + o + `"]}`)); err != nil {
+			t.Errorf("%q: %v", o, err)
+		}
+	}
+	for _, o := range []string{"", "null", "app.example.com", "https://app.example.com/", "https://app.example.com/x",
+		"https://App.example.com", "HTTPS://app.example.com", "https://app.example.com:443", "http://a.example:80", "https://a.example:",
+		"ftp://a.example", "https://user@a.example", "https://a.example?", "https://a.example?x=1", "https://a.example#f", "https://*.example.com"} {
+		_, err := Parse([]byte(`{"cors_origins": ["*", "` + o + `"]}`))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "cors_origins[1]" {
+			t.Errorf("%q: %v, want an error naming cors_origins[1]", o, err)
+		}
+	}
+}

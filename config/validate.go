@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -120,7 +121,34 @@ func (c *Config) Validate() error {
 			return &FieldError{Field: "check_token", Err: because(ErrValue, "must be printable ASCII without spaces")}
 		}
 	}
+	for i, o := range c.CORSOrigins {
+		if o != "*" && !isOrigin(o) {
+			return &FieldError{Field: "cors_origins[" + strconv.Itoa(i) + "]", Value: quote(o), Err: because(ErrValue, "must be \"*\" or an origin as browsers send it: scheme and host, and a port if not the default, such as \"https://app.example.com\" (no path, no trailing slash, lower case)")}
+		}
+	}
 	return nil
+}
+
+// isOrigin reports whether s is an origin serialized as a browser's Origin
+// header carries it (RFC 6454): http or https, a lower-case host, a port
+// unless it is the scheme's default, nothing else.
+func isOrigin(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.HasSuffix(s, "?") || strings.HasSuffix(s, "#") {
+		return false
+	}
+	if p := u.Port(); p == "" && strings.HasSuffix(u.Host, ":") || u.Scheme == "https" && p == "443" || u.Scheme == "http" && p == "80" {
+		return false // a browser leaves the default port out
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
+		for _, c := range u.Hostname() {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
+				return false // not a host name a browser sends (no wildcards)
+			}
+		}
+	}
+	return s == strings.ToLower(s) && u.Scheme+"://"+u.Host == s
 }
 
 // checkLimits validates one list of limits. seen collects names within the

@@ -109,6 +109,10 @@ type Handler struct {
 
 	checkToken bool     // false: the check API is open
 	checkSum   [32]byte // SHA-256 of check_token, hashed once at New
+
+	preflight *plan           // a CORS preflight's: ip_limits only
+	cors      map[string]bool // cors_origins but "*"
+	corsAny   bool            // cors_origins holds "*"
 }
 
 // keyEntry is a configured key: its plan, and its storage identity
@@ -193,6 +197,25 @@ func New(o Options) (*Handler, error) {
 		h.plans[name] = p
 	}
 	h.defPlan = h.plans[cfg.DefaultPlan]
+	h.preflight = &plan{name: cfg.DefaultPlan, minLimit: config.MaxLimit}
+	if h.defPlan != nil {
+		h.preflight.upgradeURL = h.defPlan.upgradeURL
+	}
+	var err error
+	if h.preflight.items, err = nameItems(ipPolicy); err != nil {
+		return nil, fmt.Errorf("httpapi: ip_limits: %w", err)
+	}
+	h.preflight.policy = policyHeader(h.preflight.items, ipPolicy)
+	for _, o := range cfg.CORSOrigins {
+		if o == "*" {
+			h.corsAny = true
+			continue
+		}
+		if h.cors == nil {
+			h.cors = make(map[string]bool, len(cfg.CORSOrigins))
+		}
+		h.cors[o] = true
+	}
 	for hash, name := range cfg.APIKeys {
 		h.keys[hash] = keyEntry{plan: h.plans[name], id: keyPrefix + hash}
 	}
@@ -297,12 +320,12 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		if v.err = h.check1(ctx, now, ipID, ipRules, cost, v); v.err != nil {
 			return
 		}
-		if !v.deciding.Allowed {
+		if !v.deciding.Allowed || len(p.rules) == 0 {
 			// The plan is not charged for a request the ip rules deny, but
 			// Retry-After must not come before the plan would admit it too:
 			// peek at the plan with the request's cost. A failed peek
-			// leaves the ip denial as it is.
-			if h.lim.PeekInto(ctx, now, id, p.rules, cost, &v.res) == nil {
+			// leaves the ip denial as it is. (A preflight has no plan.)
+			if len(p.rules) > 0 && h.lim.PeekInto(ctx, now, id, p.rules, cost, &v.res) == nil {
 				v.add(&v.res)
 				v.deciding = window.Combine(v.ds[:v.n])
 			}
@@ -372,7 +395,7 @@ var verdicts = sync.Pool{New: func() any { return new(verdict) }}
 // stack while the origin is proxied.
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 	if own, remaining, ok := h.admit(w, r); ok {
-		serveOrigin(h.next, w, r, own, remaining)
+		serveOrigin(h.next, w, r, own, remaining, h.corsOrigin(r) != "")
 	}
 }
 
@@ -387,7 +410,15 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 	ipID := ipIdentity(addr, h.v6bits)
 	id, p := ipID, h.defPlan
 	var hash [64]byte
-	if h.apiKey(r, &hash) {
+	if preflight(r) {
+		// A browser sends it before a cross-origin request, without the
+		// API key: charging the plan would charge the client's IP under
+		// default_plan for every preflight of every user behind it.
+		p = h.preflight
+		if len(h.ipRules) == 0 {
+			return nil, -1, true
+		}
+	} else if h.apiKey(r, &hash) {
 		if k, ok := h.keys[string(hash[:])]; ok {
 			id, p = k.id, k.plan
 		} else if !h.unlistedIP {
@@ -415,6 +446,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 	}
 	h.logDenied(r, id, p, cost, v)
 	if !h.shadow {
+		h.allowCORS(hd, r)
 		writeTooMany(w, p, v)
 		return nil, 0, false
 	}
@@ -434,6 +466,7 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 	}
 	h.logStoreError(r, err, action, id, p)
 	if deny {
+		h.allowCORS(w.Header(), r)
 		w.Header().Set(StoreHeader, StoreErrorDenied)
 		writeProblem(w, http.StatusServiceUnavailable, "the rate-limit store is unavailable and on_store_error is deny", nil)
 		return false

@@ -53,6 +53,9 @@ type originWriter struct {
 	// content: an origin may send the very numbers the pre-filter sent.
 	own     [len(ownHeaders)]string
 	settled bool
+	// cors: the request's Origin is in cors_origins; when the origin's
+	// answer lets it read the answer, it may read the rate-limit fields.
+	cors bool
 }
 
 // Fields returns the canonical names of the response fields the
@@ -66,10 +69,11 @@ var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 
 // serveOrigin hands r to next through an originWriter over w; own holds
 // the values setHeaders set and returned, remaining the pre-filter's
-// X-RateLimit-Remaining (nil and negative: none).
-func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64) {
+// X-RateLimit-Remaining (nil and negative: none); cors says r's Origin is
+// in cors_origins.
+func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64, cors bool) {
 	ow := originWriters.Get().(*originWriter)
-	*ow = originWriter{ResponseWriter: w, remaining: remaining}
+	*ow = originWriter{ResponseWriter: w, remaining: remaining, cors: cors}
 	if own != nil {
 		// In ownHeaders' order: the trio, RateLimit-Policy, RateLimit.
 		ow.own[0], ow.own[1], ow.own[2], ow.own[3], ow.own[4] = own[2], own[3], own[4], own[0], own[1]
@@ -191,6 +195,11 @@ func (w *originWriter) settle() {
 	}
 	if w.remaining >= 0 {
 		settleTrio(hd, &trio, w.remaining)
+	}
+	if w.cors && len(hd["Access-Control-Allow-Origin"]) > 0 {
+		// The origin lets the page read its answer; let it read the
+		// rate-limit fields too (a list field: a line of its own).
+		hd["Access-Control-Expose-Headers"] = append(hd["Access-Control-Expose-Headers"], exposed)
 	}
 }
 

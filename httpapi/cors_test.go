@@ -1,0 +1,153 @@
+package httpapi
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+	"testing"
+)
+
+// TestPreflight: a CORS preflight carries no API key; it is decided on
+// ip_limits alone, so that the preflights of every user behind one address
+// do not spend that address's default_plan quota (and then fail their
+// pages' requests). Without ip_limits it passes undecided. An OPTIONS that
+// is not a preflight is counted as any request.
+func TestPreflight(t *testing.T) {
+	pre := func(f *fixture) int {
+		return f.do(req{method: http.MethodOptions, header: map[string]string{"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"}}).Code
+	}
+	t.Run("no ip_limits", func(t *testing.T) {
+		f := newFixture(t, testConfig(t, nil), nil) // free: 3 a minute
+		for i := range 5 {
+			w := f.do(req{method: http.MethodOptions, header: map[string]string{"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"}})
+			if w.Code != 200 || w.Header().Get("RateLimit") != "" {
+				t.Fatalf("preflight %d: %d, RateLimit %q; want 200 undecided", i+1, w.Code, w.Header().Get("RateLimit"))
+			}
+		}
+		w := f.do(req{})
+		wantHeader(t, w, "X-RateLimit-Remaining", "2") // the plan's first request
+		if f.served != 6 {
+			t.Errorf("origin served %d, want 6", f.served)
+		}
+		// OPTIONS without Access-Control-Request-Method is no preflight.
+		for range 2 {
+			f.do(req{method: http.MethodOptions, header: map[string]string{"Origin": "https://app.example.com"}})
+		}
+		if w := f.do(req{}); w.Code != http.StatusTooManyRequests {
+			t.Errorf("after 4 counted requests: %d, want 429", w.Code)
+		}
+	})
+	t.Run("ip_limits", func(t *testing.T) {
+		f := newFixture(t, testConfig(t, func(m map[string]any) {
+			m["ip_limits"] = []any{map[string]any{"name": "ip-minute", "limit": 4, "window": "1m", "scope": "local"}}
+		}), nil)
+		for i, want := range []int{200, 200, 200, 200, 429} {
+			if got := pre(f); got != want {
+				t.Errorf("preflight %d: %d, want %d", i+1, got, want)
+			}
+		}
+		// The plan (3 a minute) was not charged; ip_limits were.
+		w := f.do(req{remote: "192.0.2.1:1"})
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Limit") != "4" {
+			t.Errorf("after 4 preflights: %d, limit %q; want 429 by ip-minute (4)", w.Code, w.Header().Get("X-RateLimit-Limit"))
+		}
+		w = f.do(req{remote: "192.0.2.1:1", method: http.MethodOptions, header: map[string]string{"Origin": "https://a.example", "Access-Control-Request-Method": "GET"}})
+		wantHeader(t, w, "RateLimit-Policy", `"ip-minute";q=4;w=60`)
+	})
+}
+
+// TestCORSOnOwnAnswers: a page of an origin in cors_origins can read
+// slidegate's own 429 and 503 (Access-Control-Allow-Origin, and the
+// rate-limit fields exposed); others get no CORS fields, so the browser
+// keeps the answer from them.
+func TestCORSOnOwnAnswers(t *testing.T) {
+	const app = "https://app.example.com"
+	for _, tt := range []struct {
+		name    string
+		origins []any
+		origin  string
+		allow   string // Access-Control-Allow-Origin; "" for no CORS fields
+		vary    string
+	}{
+		{"listed", []any{app}, app, app, "Origin"},
+		{"listed, the browser's case", []any{app}, "https://APP.example.com", "https://APP.example.com", "Origin"},
+		{"not listed", []any{app}, "https://evil.example", "", "Origin"},
+		{"any beside listed", []any{"*", app}, "https://evil.example", "*", "Origin"},
+		{"listed beside any", []any{"*", app}, app, app, "Origin"},
+		{"any", []any{"*"}, app, "*", ""},
+		{"none configured", nil, app, "", ""},
+		{"no Origin", []any{"*", app}, "", "", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, store := range []string{"429", "503"} {
+				cfg := testConfig(t, func(m map[string]any) {
+					if tt.origins != nil {
+						m["cors_origins"] = tt.origins
+					}
+					m["on_store_error"] = "deny"
+				})
+				f := newFixture(t, cfg, func(o *Options) {
+					if store == "503" {
+						o.Store = &failStore{}
+					}
+				})
+				h := map[string]string{}
+				if tt.origin != "" {
+					h["Origin"] = tt.origin
+				}
+				var w = f.do(req{header: h})
+				for range 3 {
+					w = f.do(req{header: h})
+				}
+				if got := strconv.Itoa(w.Code); got != store {
+					t.Fatalf("%s: status %s", store, got)
+				}
+				wantHeader(t, w, "Access-Control-Allow-Origin", tt.allow)
+				want := ""
+				if tt.allow != "" {
+					want = exposed
+				}
+				wantHeader(t, w, "Access-Control-Expose-Headers", want)
+				creds := ""
+				if tt.allow != "" && tt.allow != "*" {
+					creds = "true"
+				}
+				wantHeader(t, w, "Access-Control-Allow-Credentials", creds)
+				wantHeader(t, w, "Vary", tt.vary)
+			}
+		})
+	}
+}
+
+// TestCORSExposeOnOriginAnswers: when the origin lets a page of a listed
+// origin read its answer, the page may read the rate-limit fields too
+// (Access-Control-Expose-Headers gains them after the origin's own); an
+// answer the origin does not share, or a page not listed, gets nothing.
+func TestCORSExposeOnOriginAnswers(t *testing.T) {
+	const app = "https://app.example.com"
+	for _, tt := range []struct {
+		name, origin string
+		share        bool
+		want         []string
+	}{
+		{"shared", app, true, []string{"X-Request-Id", exposed}},
+		{"not shared", app, false, nil},
+		{"not listed", "https://evil.example", true, []string{"X-Request-Id"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, func(m map[string]any) { m["cors_origins"] = []any{app} }), func(o *Options) {
+				o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if tt.share {
+						w.Header().Set("Access-Control-Allow-Origin", r.Header.Get("Origin"))
+						w.Header().Set("Access-Control-Expose-Headers", "X-Request-Id")
+					}
+					_, _ = w.Write([]byte("origin"))
+				})
+			})
+			w := f.do(req{header: map[string]string{"Origin": tt.origin}})
+			if got := w.Header().Values("Access-Control-Expose-Headers"); !slices.Equal(got, tt.want) {
+				t.Errorf("Access-Control-Expose-Headers %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
