@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/limiter"
+	"github.com/slidegate/slidegate/window"
 )
 
 // requestLife is how long the Worker keeps a request's background work:
@@ -163,5 +165,44 @@ func TestFlushStopsWithinItsRequest(t *testing.T) {
 	}
 	if most := maxPutsPerSecond(fk.putLog()); most != 1 {
 		t.Errorf("most writes of one key within a second = %d, want 1", most)
+	}
+}
+
+// TestSweepRestartsWritesBesideLocalRules: the isolate's sweep restarts a
+// stopped flush also when every request passes local rules first (a local
+// ip_limits flood guard, as in the shipped wrangler.toml). The local
+// store's sweep runs first on each request; when it took the isolate's one
+// sweep marker, the Store's sweep never came due, and a client that sent no
+// more requests kept its counts out of KV for good.
+func TestSweepRestartsWritesBesideLocalRules(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	kv.failPuts = maxPutFailures // the first flush stops with the count unwritten
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	lim := limiter.New(limiter.Options{Store: iso.store, Local: NewLocal(iso.g, s.Now), DisableDenyCache: true})
+	rules := []limiter.Rule{
+		{Rule: window.Rule{Name: "ip-second", Limit: 50, Period: time.Second}, Local: true},
+		{Rule: window.Rule{Name: "minute", Limit: 100, Period: time.Minute}},
+	}
+	check := func(id string) {
+		t.Helper()
+		if res, err := lim.Check(context.Background(), s.Now(), id, rules, 1); err != nil || !res.Allowed {
+			t.Fatalf("check of %s: allowed %t, %v", id, res.Allowed, err)
+		}
+	}
+	sl := minute(t0)
+	check("id")
+	s.drain(t)
+	if got := written(kv, "id", sl, "iso-a"); got != 0 {
+		t.Fatalf("KV holds %d after three failed writes, want 0", got)
+	}
+	// Other clients keep the isolate busy; "id" sends nothing more.
+	for range 3 {
+		s.advance(time.Duration(sweepEvery) * time.Millisecond)
+		check("other")
+		s.drain(t)
+	}
+	if got := written(kv, "id", sl, "iso-a"); got != 1 {
+		t.Errorf("KV holds %d for the quiet client after 30 s of other traffic, want its 1", got)
 	}
 }

@@ -64,7 +64,7 @@ func (l *Local) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	}
 	ms := l.now().UnixMilli()
 	l.g.Update(func(c Cells) {
-		sweep(c, ms, nil)
+		sweep(c, localSweepKey, ms, nil)
 		for i, sl := range slots {
 			add(c, localKey(id, sl), sl, costs[i])
 		}
@@ -81,7 +81,7 @@ func (l *Local) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 	ms := l.now().UnixMilli()
 	ok := true
 	l.g.Update(func(c Cells) {
-		sweep(c, ms, nil)
+		sweep(c, localSweepKey, ms, nil)
 		for i, cd := range conds {
 			cell, _ := c.Get(localKey(id, cd.Slot))
 			counts[i] = cell.N
@@ -111,7 +111,7 @@ func (l *Local) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	ms := l.now().UnixMilli()
 	ok := false
 	l.g.Update(func(c Cells) {
-		sweep(c, ms, nil)
+		sweep(c, localSweepKey, ms, nil)
 		keys := make([]string, len(slots))
 		for i, sl := range slots {
 			keys[i] = localKey(id, sl)

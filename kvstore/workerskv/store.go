@@ -56,8 +56,12 @@ const (
 	// maxPutFailures is how many failed writes in a row a flush tries
 	// before it stops until the next Add of the counter or the next sweep.
 	maxPutFailures = 3
-	// sweepKey is the cell that remembers the last sweep.
-	sweepKey = "sweep|"
+	// sweepKey and localSweepKey are the cells that remember the last sweep
+	// of the Store and of Local. Each has its own: Local sweeps first on a
+	// request that has local rules, and a shared marker let it take every
+	// sweep, so the Store's, which restarts stopped flushes, never came due.
+	sweepKey      = "sweep|"
+	localSweepKey = "sweep|local"
 )
 
 // Errors returned by New and the stores.
@@ -181,7 +185,7 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 			p := prefixes[i]
 			own, _ := c.Get(p + s.iso)
 			sum, ok := c.Get(sumKey(p))
-			counts[i] = own.N + max(sum.N, 0)
+			counts[i] = addCount(own.N, sum.N)
 			busy := sum.Busy != 0 && ms-sum.Busy < staleBusy
 			switch {
 			case busy:
@@ -222,13 +226,28 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 		for _, i := range cold {
 			own, _ := c.Get(prefixes[i] + s.iso)
 			sum, _ := c.Get(sumKey(prefixes[i]))
-			counts[i] = own.N + max(sum.N, 0)
+			counts[i] = addCount(own.N, sum.N)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("workerskv: load: %w", err)
 	}
 	return nil
+}
+
+// addCount returns a + b, b negative taken as zero, saturated at
+// math.MaxInt64. Listed counts come from KV, where anything may have been
+// written (a number past int64's range reads as math.MaxInt64): summed with
+// wrap-around, such a count came out negative, which the window takes as
+// zero.
+func addCount(a, b int64) int64 {
+	if b <= 0 {
+		return a
+	}
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // stale reports whether a sum of slot listed at (Unix ms) should be listed
@@ -259,7 +278,7 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 		}
 		for _, k := range p.Keys {
 			if k.Name != own {
-				sum += max(k.N, 0)
+				sum = addCount(sum, k.N)
 			}
 		}
 		if p.Done || p.Cursor == "" {
@@ -401,7 +420,7 @@ func (s *Store) write(ctx context.Context, key string, total int64, expires time
 // its request's time.
 func (s *Store) sweep(c Cells, ms int64) []string {
 	var stopped []string
-	sweep(c, ms, func(key string, cell Cell) {
+	sweep(c, sweepKey, ms, func(key string, cell Cell) {
 		if strings.HasPrefix(key, KeyPrefix) && canTakeOver(cell, ms) {
 			stopped = append(stopped, key)
 		}
@@ -414,13 +433,14 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 	return stopped
 }
 
-// sweep drops expired cells every sweepEvery, and at once when the clock
-// went backwards, calling kept (when not nil) with each cell it keeps.
-func sweep(c Cells, ms int64, kept func(string, Cell)) {
-	last, _ := c.Get(sweepKey)
+// sweep drops expired cells every sweepEvery, as remembered in the cell
+// marker, and at once when the clock went backwards, calling kept (when not
+// nil) with each cell it keeps.
+func sweep(c Cells, marker string, ms int64, kept func(string, Cell)) {
+	last, _ := c.Get(marker)
 	if ms-last.At < sweepEvery && ms >= last.At {
 		return
 	}
 	c.Sweep(ms, kept)
-	c.Set(sweepKey, Cell{At: ms, Expires: math.MaxInt64})
+	c.Set(marker, Cell{At: ms, Expires: math.MaxInt64})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -493,8 +494,8 @@ func TestExpiredCellsAreSwept(t *testing.T) {
 	if err := local.Add(context.Background(), "fresh", []kvstore.Slot{minute(s.Now())}, []int64{1}); err != nil {
 		t.Fatal(err)
 	}
-	if n := iso.g.Len(); n != 2 { // the fresh counter and the sweep marker
-		t.Errorf("%d cells after the slots expired, want 2", n)
+	if n := iso.g.Len(); n != 3 { // the fresh counter and the two sweep markers
+		t.Errorf("%d cells after the slots expired, want 3", n)
 	}
 }
 
@@ -636,5 +637,55 @@ func TestLocalUpdate(t *testing.T) {
 	}
 	if _, err := l.Update(context.Background(), "id", slots, counts, nil, limitAdmitter{}); !errors.Is(err, ErrLength) {
 		t.Errorf("Update with missing costs = %v, want ErrLength", err)
+	}
+}
+
+// TestHugeCountsSaturate: counts listed from KV that are out of any limit's
+// range (a key written by something else, or corrupted; the Worker reads
+// 1e300 in metadata as math.MaxInt64) make the slot's count saturate at
+// math.MaxInt64, so the client is denied. Summed with wrap-around they
+// came out negative, which the window reads as zero: every request admitted.
+func TestHugeCountsSaturate(t *testing.T) {
+	const huge = math.MaxInt64
+	tests := []struct {
+		name   string
+		others []int64 // the other isolates' counts in KV
+		own    int64
+		want   int64
+	}{
+		{"one huge key and an own count", []int64{huge}, 5, huge},
+		{"two keys past the range together", []int64{huge/2 + 1, huge/2 + 1}, 0, huge},
+		{"huge after a negative", []int64{-3, huge, 2}, 1, huge},
+		{"ordinary counts", []int64{4, 2, -1}, 3, 9},
+	}
+	rule := window.Rule{Name: "minute", Limit: 100, Period: time.Minute}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSim(t0)
+			kv := newFakeKV(s.Now, 0)
+			cur := minute(t0)
+			for i, n := range tt.others {
+				key := SlotPrefix("id", cur) + fmt.Sprint("other-", i)
+				if err := kv.Put(context.Background(), key, fmt.Sprint(n), n, MinTTL); err != nil {
+					t.Fatal(err)
+				}
+			}
+			iso := newIsolate(t, s, kv, "iso-a", Options{})
+			if tt.own != 0 {
+				if err := iso.store.Add(context.Background(), "id", []kvstore.Slot{cur}, []int64{tt.own}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			counts := make([]int64, 1)
+			if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil {
+				t.Fatal(err)
+			}
+			if counts[0] != tt.want {
+				t.Errorf("count = %d, want %d", counts[0], tt.want)
+			}
+			if d := rule.Decide(s.Now(), 0, counts[0], 1); d.Allowed != (tt.want < rule.Limit) {
+				t.Errorf("decision on %d: allowed %t", counts[0], d.Allowed)
+			}
+		})
 	}
 }
