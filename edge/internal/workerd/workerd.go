@@ -68,14 +68,19 @@ func Build(ctx context.Context, root, pkg, dir string, pack bool) error {
 // Config is a test wrangler.toml.
 type Config struct {
 	Name string            // Worker name
+	Main string            // main module, relative to dir; "" means build/worker.mjs
 	Vars map[string]string // [vars]
 	KV   bool              // bind SLIDEGATE_KV
 }
 
-// Write writes c as dir/wrangler.toml, with main = build/worker.mjs.
+// Write writes c as dir/wrangler.toml.
 func (c Config) Write(dir string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "name = %q\nmain = \"build/worker.mjs\"\ncompatibility_date = \"2026-04-01\"\n", c.Name)
+	main := c.Main
+	if main == "" {
+		main = "build/worker.mjs"
+	}
+	fmt.Fprintf(&b, "name = %q\nmain = %q\ncompatibility_date = \"2026-04-01\"\n", c.Name, main)
 	if c.KV {
 		b.WriteString("\n[[kv_namespaces]]\nbinding = \"SLIDEGATE_KV\"\nid = \"test\"\n")
 	}

@@ -1,0 +1,312 @@
+//go:build !(js && wasm)
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/edge/internal/workerd"
+	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/workerskv"
+	"github.com/slidegate/slidegate/window"
+)
+
+// faultTimeout is the fault Worker's store_timeout.
+const faultTimeout = 300 * time.Millisecond
+
+// longName is a limit name of the most characters config allows (64).
+var longName = strings.Repeat("y", 64)
+
+// faultConfig is the fault Worker's configuration, on_store_error as given.
+// Its "long" plan has the longest window (366 days) under the longest name,
+// and the shortest one (1 s), whose keys test KV's limits.
+func faultConfig(onError string) string {
+	return fmt.Sprintf(`{
+  "plans": {
+    "free": {"limits": [{"name": "day", "limit": 5, "window": %q}]},
+    "long": {"limits": [{"name": %q, "limit": 1000, "window": "8784h"}, {"name": "sec", "limit": 1000, "window": "1s"}]}
+  },
+  "default_plan": "free",
+  "on_store_error": %q,
+  "store_timeout": %q
+}`, testWindow.String(), longName, onError, faultTimeout.String())
+}
+
+// faultWorker starts slidegate's Worker behind edge/testdata/faultkv, whose
+// KV binding fails, stalls or lists forged keys as the test asks, and
+// records every put. It is stopped when the test ends.
+func faultWorker(t *testing.T) *workerd.Worker {
+	t.Helper()
+	slidegateWorker(t) // builds build/
+	dir := t.TempDir()
+	src, err := os.ReadFile(filepath.Join(suite.root, "edge", "testdata", "faultkv", "fault.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fault.mjs"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(suite.dir, "build"), filepath.Join(dir, "build")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := workerd.Config{Name: "slidegate-fault", Main: "fault.mjs", KV: true, Vars: map[string]string{
+		varConfig: faultConfig("deny"), varConfig + "_ALLOW": faultConfig("allow"), varOrigin: suite.origin.URL,
+	}}
+	if err := cfg.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	w, err := workerd.Start(suite.wrangler, dir, "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := w.Log()
+			t.Logf("fault Worker's wrangler dev output (last 4 KiB):\n%s", log[max(len(log)-4096, 0):])
+		}
+		w.Stop()
+	})
+	return w
+}
+
+// recordedPut is a put the fault Worker recorded.
+type recordedPut struct {
+	Key string `json:"key"`
+	TTL int64  `json:"ttl"` // expirationTtl, seconds
+	N   int64  `json:"n"`   // metadata n
+	At  int64  `json:"at"`  // Unix ms
+	OK  bool   `json:"ok"`
+	Err string `json:"err"`
+}
+
+// setFault sets the fault Worker's KV modes (see fault.mjs) and returns its
+// record.
+func setFault(t *testing.T, w *workerd.Worker, modes map[string]any) (puts []recordedPut) {
+	t.Helper()
+	var body io.Reader
+	method := "GET"
+	if modes != nil {
+		b, _ := json.Marshal(modes)
+		body, method = bytes.NewReader(b), "POST"
+	}
+	req, _ := http.NewRequest(method, w.URL+"/__fault", body)
+	res, b := send(t, http.DefaultClient, req)
+	var st struct {
+		Puts []recordedPut `json:"puts"`
+	}
+	if err := json.Unmarshal(b, &st); res.StatusCode != 200 || err != nil {
+		t.Fatalf("fault control: %d %s: %v", res.StatusCode, b, err)
+	}
+	return st.Puts
+}
+
+// checkAnswer is what the tests read of a check API answer.
+type checkAnswer struct {
+	status     int
+	store      string // Slidegate-Store
+	Allowed    bool   `json:"allowed"`
+	Remaining  int64  `json:"remaining"`
+	StoreError bool   `json:"store_error"`
+}
+
+// checkKey asks the check API about key, with plan when not empty, under
+// on_store_error deny or, with allow, allow.
+func checkKey(t *testing.T, w *workerd.Worker, key, plan string, allow bool) checkAnswer {
+	t.Helper()
+	body := fmt.Sprintf(`{"key":%q}`, key)
+	if plan != "" {
+		body = fmt.Sprintf(`{"key":%q,"plan":%q}`, key, plan)
+	}
+	req, _ := http.NewRequest("POST", w.URL+httpapi.CheckPath, strings.NewReader(body))
+	if allow {
+		req.Header.Set("X-Fault-Config", "allow")
+	}
+	res, b := send(t, &http.Client{Timeout: time.Minute}, req)
+	a := checkAnswer{status: res.StatusCode, store: res.Header.Get(httpapi.StoreHeader)}
+	if res.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(b, &a); err != nil {
+			t.Fatalf("check answer %s: %v", b, err)
+		}
+	}
+	return a
+}
+
+// keyOf returns the KV key prefix of the check API key's counter of rule
+// (its name and window) in the current bucket.
+func keyOf(key, rule string, period time.Duration) string {
+	sl := kvstore.Slot{Name: rule, Bucket: window.Index(time.Now(), period), Length: period}
+	return workerskv.SlotPrefix("k:"+sha256Hex(key), sl)
+}
+
+// TestWorkerdKVFaults drives the Worker's KV binding through a KV that
+// fails, stalls and lists forged values: a client's first request, which
+// lists KV before deciding, is answered per on_store_error within
+// store_timeout; a failed write is written again; listed counts that are
+// not numbers count as nothing, and counts past int64 deny; keys of the
+// longest name and window and of a 1 s window are within KV's limits and
+// accepted; no key is written twice within a second.
+func TestWorkerdKVFaults(t *testing.T) {
+	w := faultWorker(t)
+	bucket := fmt.Sprint(window.Index(time.Now(), testWindow))
+	steps := []struct {
+		name  string
+		modes map[string]any
+		run   func(t *testing.T)
+	}{
+		{"list rejects, deny", map[string]any{"list": "reject"}, func(t *testing.T) {
+			if a := checkKey(t, w, randomKey(t), "", false); a.status != http.StatusServiceUnavailable || a.store != httpapi.StoreErrorDenied {
+				t.Errorf("check: %d, %s %q; want 503, %q", a.status, httpapi.StoreHeader, a.store, httpapi.StoreErrorDenied)
+			}
+			if res, body := get(t, http.DefaultClient, w.URL+"/v1/items", randomKey(t)); res.StatusCode != http.StatusServiceUnavailable || strings.HasPrefix(body, "origin:") {
+				t.Errorf("pre-filter: %d %q, want 503 without the origin", res.StatusCode, body)
+			}
+		}},
+		{"list throws, allow", map[string]any{"list": "throw"}, func(t *testing.T) {
+			if a := checkKey(t, w, randomKey(t), "", true); a.status != http.StatusOK || !a.Allowed || !a.StoreError || a.store != httpapi.StoreErrorAllowed {
+				t.Errorf("check: %d allowed %t store_error %t, %s %q; want 200, allowed, store_error, %q",
+					a.status, a.Allowed, a.StoreError, httpapi.StoreHeader, a.store, httpapi.StoreErrorAllowed)
+			}
+		}},
+		{"list slower than store_timeout", map[string]any{"list": "slow", "delay": 20000}, func(t *testing.T) {
+			start := time.Now()
+			a := checkKey(t, w, randomKey(t), "", false)
+			took := time.Since(start)
+			if a.status != http.StatusServiceUnavailable || a.store != httpapi.StoreErrorDenied {
+				t.Errorf("check: %d, %s %q; want 503, %q", a.status, httpapi.StoreHeader, a.store, httpapi.StoreErrorDenied)
+			}
+			// store_timeout is 300 ms; the list takes 20 s. The margin is
+			// for a loaded machine.
+			if took > 10*time.Second {
+				t.Errorf("answered after %s, want about store_timeout (%s)", took, faultTimeout)
+			}
+		}},
+		{"forged metadata counts as nothing", map[string]any{"inject": map[string]any{"bucket": bucket, "keys": []any{
+			"none", nil, "7", map[string]any{}, map[string]any{"n": "9"}, "nan", map[string]any{"n": -5}, map[string]any{"n": true}, map[string]any{"n": 2.5},
+		}}}, func(t *testing.T) {
+			// Of all those, only 2.5 counts, as 2: the request leaves 5-2-1.
+			if a := checkKey(t, w, randomKey(t), "", false); a.status != http.StatusOK || !a.Allowed || a.Remaining != 2 {
+				t.Errorf("check: %d allowed %t remaining %d; want 200, allowed, 2", a.status, a.Allowed, a.Remaining)
+			}
+		}},
+		{"counts past int64 deny", map[string]any{"inject": map[string]any{"bucket": bucket, "keys": []any{
+			map[string]any{"n": 1e300}, map[string]any{"n": 1e300},
+		}}}, func(t *testing.T) {
+			if a := checkKey(t, w, randomKey(t), "", false); a.status != http.StatusOK || a.Allowed {
+				t.Errorf("check: %d allowed %t; want 200, denied", a.status, a.Allowed)
+			}
+			if res, body := get(t, http.DefaultClient, w.URL+"/v1/items", randomKey(t)); res.StatusCode != http.StatusTooManyRequests {
+				t.Errorf("pre-filter: %d %q, want 429", res.StatusCode, body)
+			}
+		}},
+		{"a rejected write is written again", nil, func(t *testing.T) {
+			key := randomKey(t)
+			prefix := keyOf(key, "day", testWindow)
+			setFault(t, w, map[string]any{"put": "reject-once", "match": prefix})
+			for i := range 3 {
+				if a := checkKey(t, w, key, "", false); a.status != http.StatusOK || !a.Allowed || a.Remaining != int64(4-i) {
+					t.Fatalf("check %d: %d allowed %t remaining %d; want 200, allowed, %d", i+1, a.status, a.Allowed, a.Remaining, 4-i)
+				}
+			}
+			puts := waitForPuts(t, w, func(p recordedPut) bool { return strings.HasPrefix(p.Key, prefix) && p.OK && p.N == 3 })
+			if p := firstOf(puts, prefix); p.OK || p.Err == "" {
+				t.Errorf("the key's first put %+v, want the rejected one", p)
+			}
+		}},
+		{"keys of the longest and shortest windows", nil, func(t *testing.T) {
+			key := randomKey(t)
+			if a := checkKey(t, w, key, "long", false); a.status != http.StatusOK || !a.Allowed {
+				t.Fatalf("check: %d allowed %t; want 200, allowed", a.status, a.Allowed)
+			}
+			year := keyOf(key, longName, 8784*time.Hour)
+			// The 1 s window's key in any bucket: its bucket may have ended
+			// before the check.
+			sec := strings.TrimSuffix(keyOf(key, "sec", time.Second), fmt.Sprint(window.Index(time.Now(), time.Second), ":"))
+			ours := func(p recordedPut) bool { return strings.HasPrefix(p.Key, year) || strings.HasPrefix(p.Key, sec) }
+			settled := func(prefix string) func(recordedPut) bool {
+				return func(p recordedPut) bool { return strings.HasPrefix(p.Key, prefix) && (p.OK || p.Err != "") }
+			}
+			waitForPuts(t, w, settled(year))
+			puts := waitForPuts(t, w, settled(sec))
+			for _, p := range puts {
+				if !ours(p) {
+					continue
+				}
+				if len(p.Key) > 512 {
+					t.Errorf("key of %d bytes, over KV's 512: %s", len(p.Key), p.Key)
+				}
+				switch {
+				case !p.OK:
+					t.Errorf("put %s (expirationTtl %d) failed: %s", p.Key, p.TTL, p.Err)
+				case strings.HasPrefix(p.Key, year) && p.TTL < int64((8784*time.Hour).Seconds()):
+					t.Errorf("366-day window: expirationTtl %d s, want the rest of the bucket and the next (over 366 days)", p.TTL)
+				case !strings.HasPrefix(p.Key, year) && p.TTL != int64(workerskv.MinTTL.Seconds()):
+					t.Errorf("1 s window: expirationTtl %d s, want KV's least, %s", p.TTL, workerskv.MinTTL)
+				}
+			}
+		}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			modes := map[string]any{"list": "ok", "put": "ok", "match": "", "inject": nil}
+			for k, v := range st.modes {
+				modes[k] = v
+			}
+			setFault(t, w, modes)
+			defer setFault(t, w, map[string]any{"list": "ok", "put": "ok", "inject": nil})
+			st.run(t)
+		})
+	}
+	perKey := map[string][]int64{}
+	for _, p := range setFault(t, w, nil) {
+		perKey[p.Key] = append(perKey[p.Key], p.At)
+	}
+	for key, ats := range perKey {
+		for i := 1; i < len(ats); i++ {
+			if gap := ats[i] - ats[i-1]; gap < 1000 {
+				t.Errorf("%s written twice %d ms apart (writes at %v)", key, gap, ats)
+			}
+		}
+	}
+}
+
+// waitForPuts polls the fault Worker's record until a put satisfies ok
+// (background writes land within about a second) and returns the record.
+func waitForPuts(t *testing.T, w *workerd.Worker, ok func(recordedPut) bool) []recordedPut {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for {
+		puts := setFault(t, w, nil)
+		for _, p := range puts {
+			if ok(p) {
+				return puts
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("no such put within 20 s; puts: %+v", puts)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// firstOf returns the first recorded put of a key under prefix.
+func firstOf(puts []recordedPut, prefix string) recordedPut {
+	for _, p := range puts {
+		if strings.HasPrefix(p.Key, prefix) {
+			return p
+		}
+	}
+	return recordedPut{}
+}
