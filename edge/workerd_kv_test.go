@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ import (
 )
 
 // faultTimeout is the fault Worker's store_timeout.
-const faultTimeout = 300 * time.Millisecond
+const faultTimeout = time.Second
 
 // longName is a limit name of the most characters config allows (64).
 var longName = strings.Repeat("y", 64)
@@ -43,39 +44,53 @@ func faultConfig(onError string) string {
 }`, testWindow.String(), longName, onError, faultTimeout.String())
 }
 
-// faultWorker starts slidegate's Worker behind edge/testdata/faultkv, whose
-// KV binding fails, stalls or lists forged keys as the test asks, and
-// records every put. It is stopped when the test ends.
+// fault is the Worker behind edge/testdata/faultkv, started once.
+var fault struct {
+	once   sync.Once
+	err    error
+	dir    string
+	worker *workerd.Worker
+}
+
+// faultWorker starts, the first time a test asks, slidegate's Worker behind
+// edge/testdata/faultkv, whose KV binding fails, stalls or lists forged
+// keys as the test asks, and records every put. It runs in a workerd of its
+// own on the local KV of slidegateWorker's: two isolates that see each
+// other's writes. TestMain stops it.
 func faultWorker(t *testing.T) *workerd.Worker {
 	t.Helper()
-	slidegateWorker(t) // builds build/
-	dir := t.TempDir()
-	src, err := os.ReadFile(filepath.Join(suite.root, "edge", "testdata", "faultkv", "fault.mjs"))
-	if err != nil {
-		t.Fatal(err)
+	main := slidegateWorker(t) // builds build/
+	fault.once.Do(func() {
+		if fault.dir, fault.err = os.MkdirTemp("", "slidegate-fault-"); fault.err != nil {
+			return
+		}
+		var src []byte
+		if src, fault.err = os.ReadFile(filepath.Join(suite.root, "edge", "testdata", "faultkv", "fault.mjs")); fault.err != nil {
+			return
+		}
+		if fault.err = os.WriteFile(filepath.Join(fault.dir, "fault.mjs"), src, 0o644); fault.err != nil {
+			return
+		}
+		if fault.err = os.Symlink(filepath.Join(suite.dir, "build"), filepath.Join(fault.dir, "build")); fault.err != nil {
+			return
+		}
+		cfg := workerd.Config{Name: "slidegate-fault", Main: "fault.mjs", KV: true, Vars: map[string]string{
+			varConfig: faultConfig("deny"), varConfig + "_ALLOW": faultConfig("allow"), varOrigin: suite.origin.URL,
+		}}
+		if fault.err = cfg.Write(fault.dir); fault.err != nil {
+			return
+		}
+		fault.worker, fault.err = workerd.StartSharing(suite.wrangler, fault.dir, "/healthz", main.Persist)
+	})
+	if fault.err != nil {
+		t.Fatal(fault.err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "fault.mjs"), src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(suite.dir, "build"), filepath.Join(dir, "build")); err != nil {
-		t.Fatal(err)
-	}
-	cfg := workerd.Config{Name: "slidegate-fault", Main: "fault.mjs", KV: true, Vars: map[string]string{
-		varConfig: faultConfig("deny"), varConfig + "_ALLOW": faultConfig("allow"), varOrigin: suite.origin.URL,
-	}}
-	if err := cfg.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	w, err := workerd.Start(suite.wrangler, dir, "/healthz")
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := fault.worker
 	t.Cleanup(func() {
 		if t.Failed() {
 			log := w.Log()
 			t.Logf("fault Worker's wrangler dev output (last 4 KiB):\n%s", log[max(len(log)-4096, 0):])
 		}
-		w.Stop()
 	})
 	return w
 }
@@ -128,6 +143,12 @@ func checkKey(t *testing.T, w *workerd.Worker, key, plan string, allow bool) che
 	if plan != "" {
 		body = fmt.Sprintf(`{"key":%q,"plan":%q}`, key, plan)
 	}
+	return checkBody(t, w, body, allow)
+}
+
+// checkBody sends a check API request with body.
+func checkBody(t *testing.T, w *workerd.Worker, body string, allow bool) checkAnswer {
+	t.Helper()
 	req, _ := http.NewRequest("POST", w.URL+httpapi.CheckPath, strings.NewReader(body))
 	if allow {
 		req.Header.Set("X-Fault-Config", "allow")
@@ -185,7 +206,7 @@ func TestWorkerdKVFaults(t *testing.T) {
 			if a.status != http.StatusServiceUnavailable || a.store != httpapi.StoreErrorDenied {
 				t.Errorf("check: %d, %s %q; want 503, %q", a.status, httpapi.StoreHeader, a.store, httpapi.StoreErrorDenied)
 			}
-			// store_timeout is 300 ms; the list takes 20 s. The margin is
+			// store_timeout is 1 s; the list takes 20 s. The margin is
 			// for a loaded machine.
 			if took > 10*time.Second {
 				t.Errorf("answered after %s, want about store_timeout (%s)", took, faultTimeout)
@@ -309,4 +330,105 @@ func firstOf(puts []recordedPut, prefix string) recordedPut {
 		}
 	}
 	return recordedPut{}
+}
+
+// TestWorkerdTwoIsolates: the suite's Worker and the fault Worker (its KV
+// passing through) run in two workerd processes on one local KV, two
+// isolates that see each other's writes as soon as they land, as two
+// locations do once KV has propagated. Both limit the check API's keys to 5
+// a day ("free"). A client that moves from one isolate to the other is held
+// to 5 in all; a burst at both at once gets at most 5 from each (each counts
+// its own exactly) and at least 5 in all, KV holds every admitted count, and
+// then both isolates deny.
+func TestWorkerdTwoIsolates(t *testing.T) {
+	a, b := slidegateWorker(t), faultWorker(t)
+	setFault(t, b, map[string]any{"list": "ok", "put": "ok", "match": "", "inject": nil})
+	const limit = 5
+	check := func(w *workerd.Worker, key string, cost int) checkAnswer {
+		t.Helper()
+		ans := checkBody(t, w, fmt.Sprintf(`{"key":%q,"cost":%d}`, key, cost), false)
+		if ans.status != http.StatusOK {
+			t.Fatalf("check: %d, want 200", ans.status)
+		}
+		return ans
+	}
+	// settled waits until w, reading without counting, finds no room left:
+	// it has listed the other isolate's writes.
+	settled := func(w *workerd.Worker, key string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for check(w, key, 0).Remaining != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s still finds room after 20 s", w.URL)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Run("one client moves", func(t *testing.T) {
+		key := randomKey(t)
+		for i := range 3 {
+			if ans := check(a, key, 1); !ans.Allowed || ans.Remaining != int64(limit-1-i) {
+				t.Fatalf("first isolate, request %d: allowed %t remaining %d, want %d", i+1, ans.Allowed, ans.Remaining, limit-1-i)
+			}
+		}
+		kvHolds(t, a, keyOf(key, "day", testWindow), 3)
+		// The second isolate's first request for the client lists KV.
+		for i := range 2 {
+			if ans := check(b, key, 1); !ans.Allowed || ans.Remaining != int64(1-i) {
+				t.Errorf("second isolate, request %d: allowed %t remaining %d, want %d", i+1, ans.Allowed, ans.Remaining, 1-i)
+			}
+		}
+		if ans := check(b, key, 1); ans.Allowed {
+			t.Errorf("second isolate, request 3: admitted, the sixth in all")
+		}
+		settled(a, key)
+		if ans := check(a, key, 1); ans.Allowed {
+			t.Errorf("first isolate after the second's writes: admitted, the sixth in all")
+		}
+	})
+	t.Run("burst at both", func(t *testing.T) {
+		key := randomKey(t)
+		const each = 8
+		var mu sync.Mutex
+		admitted := map[*workerd.Worker]int{}
+		var wg sync.WaitGroup
+		for _, w := range []*workerd.Worker{a, b} {
+			for range each {
+				wg.Go(func() {
+					ans := checkBody(t, w, fmt.Sprintf(`{"key":%q}`, key), false)
+					mu.Lock()
+					defer mu.Unlock()
+					if ans.status == http.StatusOK && ans.Allowed {
+						admitted[w]++
+					}
+				})
+			}
+		}
+		wg.Wait()
+		total := admitted[a] + admitted[b]
+		t.Logf("admitted %d and %d of %d each", admitted[a], admitted[b], each)
+		if admitted[a] > limit || admitted[b] > limit || total < limit {
+			t.Errorf("admitted %d and %d: want at most %d from each, at least %d in all", admitted[a], admitted[b], limit, limit)
+		}
+		kvHolds(t, a, keyOf(key, "day", testWindow), int64(total))
+		settled(a, key)
+		settled(b, key)
+	})
+}
+
+// kvHolds waits until KV's keys under prefix (every isolate's) sum to want,
+// listed through w's binding: the writes behind land within about a second.
+func kvHolds(t *testing.T, w *workerd.Worker, prefix string, want int64) {
+	t.Helper()
+	var got int64
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		got = 0
+		for _, k := range debugState(t, w, prefix).Keys {
+			got += k.N
+		}
+		if got == want {
+			return
+		}
+	}
+	t.Fatalf("KV holds %d under %s, want %d", got, prefix, want)
 }

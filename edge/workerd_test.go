@@ -83,11 +83,15 @@ var suite struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, w := range []*workerd.Worker{suite.worker, bench.baseline, bench.slidegate} {
+	// The fault Worker first: it shares the suite Worker's KV state.
+	for _, w := range []*workerd.Worker{fault.worker, suite.worker, bench.baseline, bench.slidegate} {
 		if w != nil {
 			w.Stop()
 			os.RemoveAll(w.Dir)
 		}
+	}
+	if fault.dir != "" {
+		os.RemoveAll(fault.dir)
 	}
 	if suite.origin != nil {
 		suite.origin.Close()

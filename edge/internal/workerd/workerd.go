@@ -104,12 +104,21 @@ type Worker struct {
 	cmd     *exec.Cmd
 	log     *testenv.Buffer
 	done    chan struct{}
+	shared  bool // Persist is another Worker's: Stop leaves it
 }
 
 // Start runs `wrangler dev` in dir (which holds wrangler.toml and build/) on
 // free 127.0.0.1 ports and waits, at most a minute, until GET readyPath
 // answers.
 func Start(wrangler, dir, readyPath string) (*Worker, error) {
+	return StartSharing(wrangler, dir, readyPath, "")
+}
+
+// StartSharing is Start with the local KV state of another running Worker
+// (its Persist; "" for a state of its own): two workerd processes, two
+// isolates that see each other's KV writes at once, as two Cloudflare
+// locations would once KV has propagated.
+func StartSharing(wrangler, dir, readyPath, persist string) (*Worker, error) {
 	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
@@ -118,13 +127,15 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	persist, err := os.MkdirTemp("", "slidegate-kv-")
-	if err != nil {
-		return nil, fmt.Errorf("workerd: %w", err)
+	shared := persist != ""
+	if !shared {
+		if persist, err = os.MkdirTemp("", "slidegate-kv-"); err != nil {
+			return nil, fmt.Errorf("workerd: %w", err)
+		}
 	}
 	w := &Worker{
 		URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, Persist: persist,
-		log: &testenv.Buffer{Max: 1 << 20}, done: make(chan struct{}),
+		log: &testenv.Buffer{Max: 1 << 20}, done: make(chan struct{}), shared: shared,
 	}
 	w.cmd = exec.Command(wrangler, "dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
 		"--inspector-port", strconv.Itoa(inspector), "--persist-to", w.Persist, "--show-interactive-dev-session=false")
@@ -133,7 +144,9 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := w.cmd.Start(); err != nil {
-		os.RemoveAll(persist)
+		if !shared {
+			os.RemoveAll(persist)
+		}
 		return nil, fmt.Errorf("workerd: start wrangler: %w", err)
 	}
 	go func() {
@@ -161,12 +174,14 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 }
 
 // Stop ends wrangler and workerd (the whole process group), waits for them
-// and removes the KV state.
+// and removes the KV state, unless it is another Worker's.
 func (w *Worker) Stop() {
 	if w == nil || w.cmd.Process == nil {
 		return
 	}
-	defer os.RemoveAll(w.Persist)
+	if !w.shared {
+		defer os.RemoveAll(w.Persist)
+	}
 	pgid := w.cmd.Process.Pid
 	_ = syscall.Kill(-pgid, syscall.SIGTERM)
 	select {
