@@ -73,9 +73,11 @@ func TestProxyErrorLog(t *testing.T) {
 	}
 }
 
-// TestProxyForwardedHeaders: the origin gets the X-Forwarded-For chain a
-// trusted proxy sent with the proxy appended, and its X-Forwarded-Proto
-// and -Host; from any other peer, only what slidegate saw itself.
+// TestProxyForwardedHeaders: the origin gets the X-Forwarded-For and
+// Forwarded chains a trusted proxy sent with the proxy appended (in
+// Forwarded an IPv6 address is bracketed and quoted, RFC 7239 6, and an
+// obfuscated identifier goes on as sent), and its X-Forwarded-Proto and
+// -Host; from any other peer, only what slidegate saw itself.
 func TestProxyForwardedHeaders(t *testing.T) {
 	var got http.Header
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,25 +88,31 @@ func TestProxyForwardedHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := NewProxy(u, nil, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")})
+	p := NewProxy(u, nil, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")})
+	const fwd = `for="[2001:db8:cafe::17]";proto=https, for=_hidden`
 	for _, tc := range []struct {
-		peer              string
-		xff, proto, fhost string
+		peer                   string
+		xff, fwd, proto, fhost string
 	}{
-		{"10.0.0.1:5000", "203.0.113.7, 10.0.0.1", "https", "api.example.com"}, // a trusted balancer
-		{"198.51.100.9:5000", "198.51.100.9", "http", "slidegate.test"},        // a client forging them
+		// trusted balancers
+		{"10.0.0.1:5000", "203.0.113.7, 10.0.0.1", fwd + "|for=10.0.0.1", "https", "api.example.com"},
+		{"[2001:db8::5]:5000", "203.0.113.7, 2001:db8::5", fwd + `|for="[2001:db8::5]"`, "https", "api.example.com"},
+		// a client forging them
+		{"198.51.100.9:5000", "198.51.100.9", "", "http", "slidegate.test"},
+		{"[2001:db9::9]:5000", "2001:db9::9", "", "http", "slidegate.test"},
 	} {
 		r := httptest.NewRequest("GET", "http://slidegate.test/v1/items", nil)
 		r.RemoteAddr = tc.peer
 		r.Header.Set("X-Forwarded-For", "203.0.113.7")
 		r.Header.Set("X-Forwarded-Proto", "https")
 		r.Header.Set("X-Forwarded-Host", "api.example.com")
+		r.Header.Set("Forwarded", fwd)
 		w := httptest.NewRecorder()
 		p.ServeHTTP(w, r)
 		if w.Code != 200 {
 			t.Fatalf("%s: status %d", tc.peer, w.Code)
 		}
-		for k, want := range map[string]string{"X-Forwarded-For": tc.xff, "X-Forwarded-Proto": tc.proto, "X-Forwarded-Host": tc.fhost} {
+		for k, want := range map[string]string{"X-Forwarded-For": tc.xff, "Forwarded": tc.fwd, "X-Forwarded-Proto": tc.proto, "X-Forwarded-Host": tc.fhost} {
 			if v := strings.Join(got.Values(k), "|"); v != want {
 				t.Errorf("peer %s: origin got %s %q, want %q", tc.peer, k, v, want)
 			}
