@@ -222,10 +222,13 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 		wg.Go(func() { errs[k] = s.refresh(ctx, prefixes[i], slots[i]) })
 	}
 	wg.Wait()
+	// Every slot, not only the listed ones: while this request waited,
+	// others of the isolate counted, and the limiter's Add follows this
+	// read with no wait in between, which keeps the isolate exact.
 	s.g.Update(func(c Cells) {
-		for _, i := range cold {
-			own, _ := c.Get(prefixes[i] + s.iso)
-			sum, _ := c.Get(sumKey(prefixes[i]))
+		for i, p := range prefixes {
+			own, _ := c.Get(p + s.iso)
+			sum, _ := c.Get(sumKey(p))
 			counts[i] = addCount(own.N, sum.N)
 		}
 	})

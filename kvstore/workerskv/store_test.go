@@ -13,6 +13,7 @@ import (
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/storetest"
+	"github.com/slidegate/slidegate/limiter"
 	"github.com/slidegate/slidegate/window"
 )
 
@@ -687,5 +688,60 @@ func TestHugeCountsSaturate(t *testing.T) {
 				t.Errorf("decision on %d: allowed %t", counts[0], d.Allowed)
 			}
 		})
+	}
+}
+
+// gatedKV holds every List until gate closes, telling entered first.
+type gatedKV struct {
+	KV
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (g gatedKV) List(ctx context.Context, prefix, cursor string) (Page, error) {
+	g.entered <- struct{}{}
+	<-g.gate
+	return g.KV.List(ctx, prefix, cursor)
+}
+
+// TestColdLoadRereadsEverySlot: a client's first request in an isolate
+// waits for the list of its previous bucket, while its current bucket, 2 s
+// young, is not listed in the request. Requests of the client that arrive
+// meanwhile are decided and counted on the isolate's own count. The waiting
+// request must decide on the count as it is after its wait, or the isolate
+// admits past the limit: Load read the current bucket before the wait and
+// re-read only the slots it listed, and the sixth request of a limit of 5
+// was admitted.
+func TestColdLoadRereadsEverySlot(t *testing.T) {
+	start := window.Start(window.Index(t0, time.Minute)+1, time.Minute).Add(500 * time.Millisecond)
+	s := newSim(start)
+	kv := gatedKV{KV: newFakeKV(s.Now, 0), entered: make(chan struct{}, 1), gate: make(chan struct{})}
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	lim := limiter.New(limiter.Options{Store: iso.store, DisableDenyCache: true})
+	const limit = 5
+	rules := []limiter.Rule{{Rule: window.Rule{Name: "minute", Limit: limit, Period: time.Minute}}}
+	ctx := context.Background()
+	first := make(chan bool, 1)
+	go func() {
+		res, err := lim.Check(ctx, start, "id", rules, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		first <- res.Allowed
+	}()
+	<-kv.entered // the first request waits for its list
+	for i := range limit {
+		res, err := lim.Check(ctx, start, "id", rules, 1)
+		if err != nil || !res.Allowed {
+			t.Fatalf("request %d while the first lists: allowed %t, %v", i+2, res.Allowed, err)
+		}
+	}
+	close(kv.gate)
+	if <-first {
+		t.Errorf("the first request, decided after %d others were admitted, was admitted too: %d in all against %d", limit, limit+1, limit)
+	}
+	counts := make([]int64, 1)
+	if err := iso.store.Load(ctx, "id", []kvstore.Slot{minute(start)}, counts); err != nil || counts[0] != limit {
+		t.Errorf("count = %d, %v; want %d", counts[0], err, limit)
 	}
 }
