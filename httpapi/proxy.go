@@ -116,9 +116,11 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 }
 
 // clientHeaders are the request headers, besides those ReverseProxy drops
-// itself, by which a proxy tells the origin who the client is or how it
-// connected; with every X-Forwarded-* header, they are dropped when the
-// peer is not a trusted proxy.
+// itself, by which a proxy tells the origin who the client is, how it
+// connected, or what it asked for before a rewrite (X-Original-URL, which
+// some origins serve instead of the request line: from a client, a path
+// the pre-filter did not price); with every X-Forwarded-* header, they are
+// dropped when the peer is not a trusted proxy.
 var clientHeaders = map[string]bool{
 	"X-Forwarded":              true,
 	"X-Real-Ip":                true,
@@ -130,6 +132,10 @@ var clientHeaders = map[string]bool{
 	"Fastly-Client-Ip":         true,
 	"Front-End-Https":          true,
 	"X-Url-Scheme":             true,
+	"X-Original-Url":           true,
+	"X-Rewrite-Url":            true,
+	"X-Original-Host":          true,
+	"X-Host":                   true,
 }
 
 // clientHeader reports whether the canonical header name k is one of

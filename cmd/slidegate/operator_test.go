@@ -506,6 +506,13 @@ func TestServeForwardingHeaders(t *testing.T) {
 		"X-Forwarded":              "for=203.0.113.7",
 		"Front-End-Https":          "on",
 		"X-Url-Scheme":             "https",
+		// The URL or host before a proxy's rewrite, which some origins
+		// (IIS, older Symfony and Zend) serve instead of the request line:
+		// a client's would be served a path the pre-filter did not price.
+		"X-Original-Url":  "/admin/export",
+		"X-Rewrite-Url":   "/admin/export",
+		"X-Original-Host": "admin.example",
+		"X-Host":          "admin.example",
 	}
 	var lines strings.Builder
 	for k, v := range forged {
