@@ -307,9 +307,10 @@ func TestServeExpectContinue(t *testing.T) {
 }
 
 // TestServeKeepAliveAfterRefusals: a 429 to a request with a body (sized,
-// or chunked), and a 502 from an origin that is gone, leave the
-// connection ready for the next request: the body is not read as a
-// request, and the connection neither hangs nor closes without saying so.
+// or chunked) leaves the connection ready for the next request: the body
+// is not read as a request, and the connection neither hangs nor closes
+// without saying so. (TestServeOriginFailures keeps the connection after
+// a 502 and a 504.)
 func TestServeKeepAliveAfterRefusals(t *testing.T) {
 	addr, _ := frontOf(t, http.HandlerFunc(uploadOrigin), "")
 	key := "X-API-Key: keepalive-limited\r\n"

@@ -24,9 +24,9 @@
 // the write added to; an answer without them (a 200 "{}" from an endpoint
 // that did not do the write) is an ErrItem error, not a success. The item
 // refreshes a bounded cache in the Store, and Load answers from that cache
-// without a request: a previous bucket no longer changes once it has ended,
-// and cached current counts are lower bounds, which the limiter's
-// conditional write corrects.
+// without a request: cached counts are lower bounds (a previous bucket
+// still grows just after the boundary, from writers whose clocks lag),
+// which the limiter's conditional write corrects.
 // An identity never seen loads as zeros. In steady state a decision costs
 // exactly one UpdateItem; an identity the limiter knows to be blocked costs
 // none (its deny cache).
