@@ -373,14 +373,6 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Header.Del("Host")
 	}
 	removeHop(out.Header)
-	// As the local server's proxy (and nginx by default): to an origin
-	// that reads headers CGI-style (WSGI, Rack, PHP), X_API_KEY is
-	// X-API-Key, a key the pre-filter never counted.
-	for k := range out.Header {
-		if strings.Contains(k, "_") {
-			delete(out.Header, k)
-		}
-	}
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
 		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")

@@ -395,6 +395,7 @@ var verdicts = sync.Pool{New: func() any { return new(verdict) }}
 // stack while the origin is proxied.
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 	if own, remaining, ok := h.admit(w, r); ok {
+		h.forOrigin(r.Header)
 		serveOrigin(h.next, w, r, own, remaining, h.corsOrigin(r) != "")
 	}
 }

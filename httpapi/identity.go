@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"unsafe"
 )
@@ -204,4 +205,52 @@ func listed(conn []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// forOrigin drops from hd, a request's header about to go to the origin,
+// what an origin that reads headers CGI-style (WSGI, Rack, PHP: every
+// name upper-cased, "-" read as "_") would take for a key header the
+// pre-filter did not read: a name with an underscore (X_API_KEY is
+// X-API-Key there: a client whose key had used its quota sent it so, was
+// counted as an anonymous IP, and was served as the key; X_Real_IP a
+// forged X-Real-IP), unless it is a configured key header itself, and
+// any other spelling of a configured key header (Api-Key, for a
+// configured api_key). nginx drops names with an underscore by default.
+func (h *Handler) forOrigin(hd http.Header) {
+	for k := range hd {
+		if slices.Contains(h.keyHeaders, k) {
+			continue
+		}
+		drop := strings.IndexByte(k, '_') >= 0
+		for _, kh := range h.keyHeaders {
+			drop = drop || cgiEqual(k, kh)
+		}
+		if drop {
+			delete(hd, k)
+		}
+	}
+}
+
+// cgiEqual reports whether header names a and b are one name to a CGI-style
+// origin: equal but for ASCII case and "-" against "_".
+func cgiEqual(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if cgiByte(a[i]) != cgiByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func cgiByte(c byte) byte {
+	switch {
+	case c == '-':
+		return '_'
+	case 'a' <= c && c <= 'z':
+		return c - ('a' - 'A')
+	}
+	return c
 }

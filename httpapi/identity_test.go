@@ -5,8 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -369,5 +371,61 @@ func BenchmarkAPIKey(b *testing.B) {
 				f.h.apiKey(r, &hash)
 			}
 		})
+	}
+}
+
+// TestKeyHeaderSpellings: an origin that reads headers CGI-style takes
+// X_API_KEY, x-api-key and X-Api_Key for one name. Only the configured
+// spelling of a key header reaches the origin (and is counted); any other
+// spelling of it is dropped, and so is every other name with an
+// underscore, unless a key header is configured so (api_key).
+func TestKeyHeaderSpellings(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		headers []any // identity.headers; nil: the default
+		sent    map[string]string
+		kept    []string // what reaches the origin of sent
+		limit   string   // X-RateLimit-Limit: 10 for the pro key, 3 for anonymous
+	}{
+		{"default", nil, map[string]string{"X_API_KEY": proKey, "X-Other_Name": "v", "X-Custom": "v"}, []string{"X-Custom"}, "3"},
+		{"default, key as configured", nil, map[string]string{"X-API-Key": proKey, "X_Real_IP": "203.0.113.7"}, []string{"X-Api-Key"}, "10"},
+		{"api_key configured", []any{"api_key"}, map[string]string{"api_key": proKey, "Other_Name": "v"}, []string{"Api_key"}, "10"},
+		{"api_key configured, sent as Api-Key", []any{"api_key"}, map[string]string{"Api-Key": proKey, "X-Custom": "v"}, []string{"X-Custom"}, "3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen http.Header
+			f := newFixture(t, testConfig(t, func(m map[string]any) {
+				if tt.headers != nil {
+					m["identity"] = map[string]any{"headers": tt.headers}
+				}
+			}), func(o *Options) {
+				o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() })
+			})
+			w := f.do(req{header: tt.sent})
+			wantHeader(t, w, "X-RateLimit-Limit", tt.limit)
+			got := slices.Sorted(maps.Keys(seen))
+			if !slices.Equal(got, tt.kept) {
+				t.Errorf("the origin got %v, want %v", got, tt.kept)
+			}
+		})
+	}
+}
+
+func TestCGIEqual(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want bool
+	}{
+		{"X-Api-Key", "X_API_KEY", true},
+		{"X-Api-Key", "x-api_key", true},
+		{"Api_key", "Api-Key", true},
+		{"X-Api-Key", "X-Api-Kez", false},
+		{"X-Api-Key", "X-Api-Key1", false},
+		{"X.Api", "X-Api", false},
+		{"X-Api", "X=Api", false},
+	} {
+		if got := cgiEqual(tt.a, tt.b); got != tt.want {
+			t.Errorf("cgiEqual(%q, %q) = %t, want %t", tt.a, tt.b, got, tt.want)
+		}
 	}
 }

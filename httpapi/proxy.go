@@ -40,11 +40,8 @@ import (
 // balancer that ended TLS says "https"). From any other peer those headers
 // are the client's to forge: they are dropped (clientHeaders), and the
 // origin gets X-Forwarded-For, -Host and -Proto with the peer, the Host
-// and the scheme slidegate saw. Headers whose names hold an underscore
-// are dropped, from every peer, as nginx does by default: to an origin
-// that reads headers CGI-style (WSGI, Rack, PHP: HTTP_X_API_KEY),
-// X_API_Key is X-API-Key, a key the pre-filter never counted, and
-// X_Real_IP a forged X-Real-IP.
+// and the scheme slidegate saw. (Headers whose names hold an underscore
+// are the Handler's to drop: it knows the key headers, see forOrigin.)
 func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.ReverseProxy {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 1024
@@ -74,7 +71,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			for k := range pr.Out.Header {
 				// ReverseProxy drops only Forwarded and X-Forwarded-For,
 				// -Host and -Proto; an origin may read the others.
-				if strings.Contains(k, "_") || !fromProxy && clientHeader(k) {
+				if !fromProxy && clientHeader(k) {
 					delete(pr.Out.Header, k)
 				}
 			}
