@@ -5,17 +5,20 @@
 //
 //   POST /__fault {"list": mode, "put": mode, "match": prefix, "delay": ms, "inject": {...}, "reset": true}
 //     list: "ok" | "throw" (a synchronous exception) | "reject" | "slow" (delay ms, then the real list)
+//       | "hold" (the real list once a control request releases it), for
+//       the prefixes that start with listMatch ("": every prefix)
 //     put:  "ok" | "throw" | "reject" | "reject-once" (the next put rejects, then "ok"),
 //       for the keys that start with match ("": every key)
 //     inject: {"bucket": "123", "keys": [metadata, ...]}: keys added to every
 //       list of a prefix of that bucket, one per element, with that element
 //       as their metadata ("none": no metadata property; "nan": {n: NaN})
+//     release: let the held lists go on
 //     reset: forget the recorded puts
-//   GET /__fault: {"puts": [{key, ttl, n, at, ok, err}], "lists": n}
-//   X-Fault-Config: allow  serves the request with SLIDEGATE_CONFIG_ALLOW
+//   GET /__fault: {"puts": [{key, ttl, n, at, ok, err}], "lists": n, "held": n}
+//   X-Fault-Config: name  serves the request with SLIDEGATE_CONFIG_NAME
 import worker from "./build/worker.mjs";
 
-const state = { list: "ok", put: "ok", match: "", delay: 0, inject: null, puts: [], lists: 0 };
+const state = { list: "ok", listMatch: "", put: "ok", match: "", delay: 0, inject: null, puts: [], lists: 0, held: [] };
 
 function forged(res, prefix) {
   const inj = state.inject;
@@ -40,11 +43,13 @@ function faulty(kv) {
     get: (...a) => kv.get(...a),
     list(opts) {
       state.lists++;
-      switch (state.list) {
+      switch (opts.prefix.startsWith(state.listMatch) ? state.list : "ok") {
         case "throw":
           throw new Error("fault: list throws");
         case "reject":
           return Promise.reject(new Error("fault: list rejects"));
+        case "hold":
+          return new Promise((r) => state.held.push(r)).then(() => kv.list(opts)).then((res) => forged(res, opts.prefix));
         case "slow":
           return new Promise((r) => setTimeout(r, state.delay)).then(() => kv.list(opts)).then((res) => forged(res, opts.prefix));
       }
@@ -85,21 +90,26 @@ export default {
     if (url.pathname === "/__fault") {
       if (req.method === "POST") {
         const c = await req.json();
-        for (const k of ["list", "put", "match", "delay", "inject"]) {
+        for (const k of ["list", "listMatch", "put", "match", "delay", "inject"]) {
           if (k in c) {
             state[k] = c[k];
           }
+        }
+        if (c.release) {
+          state.held.forEach((r) => r());
+          state.held = [];
         }
         if (c.reset) {
           state.puts = [];
           state.lists = 0;
         }
       }
-      return Response.json({ puts: state.puts, lists: state.lists });
+      return Response.json({ puts: state.puts, lists: state.lists, held: state.held.length });
     }
     const e = { ...env, SLIDEGATE_KV: faulty(env.SLIDEGATE_KV) };
-    if (req.headers.get("X-Fault-Config") === "allow") {
-      e.SLIDEGATE_CONFIG = env.SLIDEGATE_CONFIG_ALLOW;
+    const alt = req.headers.get("X-Fault-Config");
+    if (alt) {
+      e.SLIDEGATE_CONFIG = env["SLIDEGATE_CONFIG_" + alt.toUpperCase()];
     }
     return worker.fetch(req, e, ctx);
   },
