@@ -169,9 +169,12 @@ func originHandler(spec string, rt http.RoundTripper) (http.Handler, error) {
 	case originSelf:
 		return &proxy{rt: rt}, nil
 	}
-	u, err := url.Parse(spec)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("%w, got %q", ErrOrigin, spec)
+	u, err := httpapi.ParseOrigin(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrOrigin, err)
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return nil, fmt.Errorf("%w, got %q", ErrOrigin, u.Redacted())
 	}
 	return &proxy{base: u, rt: rt}, nil
 }

@@ -67,6 +67,9 @@ func TestOriginHandlerSpec(t *testing.T) {
 		{"ftp://origin.example.com", false, true},
 		{"https://origin.example.com/?x=1", false, true},
 		{"https://", false, true},
+		{"https://:443", false, true},
+		{"https://origin.example.com:99999", false, true},
+		{"https://u@origin.example.com", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.spec, func(t *testing.T) {

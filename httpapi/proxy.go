@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	stdlog "log"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +112,30 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			writeProblem(w, status, detail, nil)
 		},
 	}
+}
+
+// ParseOrigin parses the URL of the origin admitted requests go to: http
+// or https, a host, a port from 1 to 65535 if any, no user info (a
+// reverse proxy never sends it). The error shows the URL without its
+// password.
+func ParseOrigin(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	shown := s
+	if err == nil && u.User != nil {
+		shown = u.Redacted()
+	}
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
+		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)
+	case u.User != nil:
+		return nil, fmt.Errorf("%q: user info is not sent to the origin; drop it", shown)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, fmt.Errorf("%q: port %q: must be 1 to 65535", shown, p)
+		}
+	}
+	return u, nil
 }
 
 // clientHeaders are the request headers, besides those ReverseProxy drops

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -59,9 +58,9 @@ func setup(ctx context.Context, getenv func(string) string, logs io.Writer) (htt
 	log := slog.New(slog.NewJSONHandler(logs, nil))
 	var next http.Handler
 	if raw := getenv(EnvOrigin); raw != "" {
-		u, err := url.Parse(raw)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("%w, got %q", ErrOrigin, raw)
+		u, err := httpapi.ParseOrigin(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOrigin, err)
 		}
 		next = httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
 	}

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -334,17 +333,9 @@ func orNone(u *url.URL) string {
 // User info is refused: the proxy would not send it, and it would be
 // printed.
 func parseOrigin(s string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-		return nil, fmt.Errorf("%w: --origin %q: must be an http or https URL", errUsage, s)
-	}
-	if p := u.Port(); p != "" {
-		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("%w: --origin: port %q: must be 1 to 65535", errUsage, p)
-		}
-	}
-	if u.User != nil {
-		return nil, fmt.Errorf("%w: --origin: user info: not sent to the origin; drop it", errUsage)
+	u, err := httpapi.ParseOrigin(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --origin %w", errUsage, err)
 	}
 	return u, nil
 }
