@@ -502,3 +502,38 @@ func TestWorkerdWaitingRequestIsExact(t *testing.T) {
 
 // bucketOf returns the current bucket of a window, as keys spell it.
 func bucketOf(d time.Duration) string { return fmt.Sprint(window.Index(time.Now(), d)) }
+
+// TestWorkerdCheckAPISharesCounters: the check API and the pre-filter count
+// a key on the same counters in Workers KV: requests through either use up
+// one quota (the free plan's 5), and a check with cost 0 reads it without
+// counting.
+func TestWorkerdCheckAPISharesCounters(t *testing.T) {
+	w := slidegateWorker(t)
+	client := &http.Client{Timeout: 30 * time.Second}
+	key := randomKey(t)
+	for i := range 2 {
+		if res, body := get(t, client, w.URL+"/v1/items", key); res.StatusCode != http.StatusOK {
+			t.Fatalf("pre-filter request %d: %d %s", i+1, res.StatusCode, body)
+		}
+	}
+	for _, tc := range []struct {
+		cost      int
+		allowed   bool
+		remaining int64
+	}{{0, true, 3}, {1, true, 2}, {0, true, 2}, {1, true, 1}} {
+		a := checkBody(t, w, fmt.Sprintf(`{"key":%q,"cost":%d}`, key, tc.cost), "")
+		if a.status != http.StatusOK || a.Allowed != tc.allowed || a.Remaining != tc.remaining {
+			t.Fatalf("check of cost %d: %d allowed %t remaining %d; want 200, %t, %d", tc.cost, a.status, a.Allowed, a.Remaining, tc.allowed, tc.remaining)
+		}
+	}
+	if res, body := get(t, client, w.URL+"/v1/items", key); res.StatusCode != http.StatusOK || res.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Fatalf("fifth request through the pre-filter: %d, remaining %q, %s; want 200, 0", res.StatusCode, res.Header.Get("X-RateLimit-Remaining"), body)
+	}
+	if a := checkBody(t, w, fmt.Sprintf(`{"key":%q}`, key), ""); a.status != http.StatusOK || a.Allowed {
+		t.Errorf("check after 5: %d allowed %t; want 200, denied", a.status, a.Allowed)
+	}
+	if res, _ := get(t, client, w.URL+"/v1/items", key); res.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("pre-filter after 5: %d, want 429", res.StatusCode)
+	}
+	kvHolds(t, w, keyOf(key, "day", testWindow), 5)
+}
