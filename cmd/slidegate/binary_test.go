@@ -64,8 +64,14 @@ type child struct {
 // returns once it listens; the test's end kills it if it still runs.
 func startBinary(t *testing.T, args ...string) *child {
 	t.Helper()
-	c := &child{stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}, done: make(chan struct{})}
-	c.cmd = exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	return startCmd(t, exec.Command(binary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...))
+}
+
+// startCmd starts cmd, a command that runs `slidegate serve` with
+// --listen 127.0.0.1:0, as startBinary does.
+func startCmd(t *testing.T, cmd *exec.Cmd) *child {
+	t.Helper()
+	c := &child{cmd: cmd, stdout: &testenv.Buffer{}, stderr: &testenv.Buffer{}, done: make(chan struct{})}
 	c.cmd.Stdout, c.cmd.Stderr = c.stdout, c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

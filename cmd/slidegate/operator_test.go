@@ -714,6 +714,47 @@ func TestServeSecondSignal(t *testing.T) {
 	}
 }
 
+// TestServeSecondSignalAsPID1: as process 1 of its PID namespace (a
+// container without an init), the kernel gives SIGINT and SIGTERM no
+// default action, from inside the namespace or out (docker stop, kill).
+// The second signal still ends serve at once rather than waiting out the
+// grace for the request the origin holds (and exiting 1): once serve
+// stops listening for them, Go's runtime handles them, raises the signal
+// with its default action, and when that does not end the process, exits
+// with status 2.
+func TestServeSecondSignalAsPID1(t *testing.T) {
+	if err := exec.Command("unshare", "--pid", "--fork", "true").Run(); err != nil {
+		testenv.Require(t, fmt.Errorf("unshare --pid (util-linux, as root): %v", err))
+	}
+	origin, arrived, _ := holdingOrigin(t)
+	c := startCmd(t, exec.Command("unshare", "--pid", "--fork", "--kill-child", binary(t),
+		"serve", "--listen", "127.0.0.1:0", "--config", operatorConfig(t, ""), "--origin", origin.URL))
+	// unshare's child is the namespace's process 1: serve.
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.cmd.Process.Pid, c.cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(kids)))
+	if err != nil {
+		t.Fatalf("unshare's children %q: %v", kids, err)
+	}
+	busy := dial(t, strings.TrimPrefix(c.base, "http://"))
+	busy.send("GET /slow HTTP/1.1\r\nHost: front.test\r\nX-API-Key: " + bigKey + "\r\n\r\n")
+	awaitArrival(t, arrived)
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	c.waitOutput(t, "shutting down")
+	if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	err = c.wait(t)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Errorf("exit: %v (%s), want status 2 (Go's, for a signal that could not end the process)", err, c.stderr.String())
+	}
+}
+
 // TestServeOversizedHeaders: a client's header past the server's bound
 // (64 KiB), in one long line, in many small ones, or never ended, gets a
 // 431 and a closed connection at once, not a hang and not the origin;
