@@ -723,12 +723,18 @@ func TestServeSecondSignal(t *testing.T) {
 // with its default action, and when that does not end the process, exits
 // with status 2.
 func TestServeSecondSignalAsPID1(t *testing.T) {
-	if err := exec.Command("unshare", "--pid", "--fork", "true").Run(); err != nil {
-		testenv.Require(t, fmt.Errorf("unshare --pid (util-linux, as root): %v", err))
+	// As root a PID namespace needs nothing else; otherwise a user
+	// namespace of its own (unprivileged user namespaces).
+	ns := []string{"--pid", "--fork"}
+	if exec.Command("unshare", append(ns, "true")...).Run() != nil {
+		ns = []string{"--user", "--map-root-user", "--pid", "--fork"}
+		if err := exec.Command("unshare", append(ns, "true")...).Run(); err != nil {
+			testenv.Require(t, fmt.Errorf("unshare --pid (util-linux; root or unprivileged user namespaces): %v", err))
+		}
 	}
 	origin, arrived, _ := holdingOrigin(t)
-	c := startCmd(t, exec.Command("unshare", "--pid", "--fork", "--kill-child", binary(t),
-		"serve", "--listen", "127.0.0.1:0", "--config", operatorConfig(t, ""), "--origin", origin.URL))
+	args := append(ns, "--kill-child", binary(t), "serve", "--listen", "127.0.0.1:0", "--config", operatorConfig(t, ""), "--origin", origin.URL)
+	c := startCmd(t, exec.Command("unshare", args...))
 	// unshare's child is the namespace's process 1: serve.
 	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.cmd.Process.Pid, c.cmd.Process.Pid))
 	if err != nil {
