@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"strings"
 	"time"
@@ -191,11 +192,14 @@ type proxy struct {
 var hopHeaders = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
 // removeHop deletes h's hop-by-hop headers. workerd keeps a client's
-// Connection header from the Worker, but fetch shows the origin's.
+// Connection header from the Worker, but fetch shows the origin's. The
+// names are trimmed of ASCII white space only, as Go's reverse proxy and
+// the pre-filter read them (strings.TrimSpace also took U+00A0: a key
+// header the pre-filter had counted would not reach the origin).
 func removeHop(h http.Header) {
 	for _, v := range h["Connection"] {
 		for name := range strings.SplitSeq(v, ",") {
-			if name = strings.TrimSpace(name); name != "" {
+			if name = textproto.TrimString(name); name != "" {
 				h.Del(name)
 			}
 		}

@@ -666,3 +666,19 @@ func TestEnvConfig(t *testing.T) {
 		t.Errorf("config() = %q, want what Config reads", got)
 	}
 }
+
+// TestRemoveHopTrimsASCIIOnly: the Worker's proxy drops what a Connection
+// element names as the pre-filter reads it (and Go's reverse proxy): the
+// element trimmed of ASCII white space only. strings.TrimSpace also
+// trimmed U+00A0, so X-API-Key went no further, while the pre-filter,
+// which does not take "\u00a0X-API-Key" for it, had counted it as the key.
+func TestRemoveHopTrimsASCIIOnly(t *testing.T) {
+	h := http.Header{"Connection": {"\u00a0X-API-Key, \tX-Hop "}, "X-Api-Key": {"k"}, "X-Hop": {"v"}}
+	removeHop(h)
+	if got := h.Get("X-API-Key"); got != "k" {
+		t.Errorf("X-API-Key %q, want it kept", got)
+	}
+	if _, ok := h["X-Hop"]; ok {
+		t.Errorf("X-Hop kept, want it dropped: %v", h)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"slices"
 	"strings"
 	"unsafe"
@@ -195,16 +196,32 @@ func parseAddr(s string) (netip.Addr, bool) {
 }
 
 // listed reports whether the Connection field values conn name the header
-// name (RFC 9110 7.6.1: comma-separated, any case).
+// name, a canonical token (RFC 9110 7.6.1: comma-separated, any case), as
+// the proxy reads them before dropping what they name: each element
+// trimmed of ASCII white space only (textproto.TrimString), and matched in
+// ASCII case only (http.Header.Del canonicalizes it). strings.TrimSpace
+// and strings.EqualFold also trim U+00A0 and U+0085 and fold the Kelvin
+// sign into k: a key header the proxy passed on was no key here.
 func listed(conn []string, name string) bool {
 	for _, v := range conn {
 		for t := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(t), name) {
+			if asciiEqualFold(textproto.TrimString(t), name) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// asciiEqualFold reports whether a and b are equal but for the case of
+// ASCII letters.
+func asciiEqualFold(a, b string) bool { return equalBy(a, b, upperASCII) }
+
+func upperASCII(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - ('a' - 'A')
+	}
+	return c
 }
 
 // forOrigin drops from hd, a request's header about to go to the origin,
@@ -233,24 +250,25 @@ func (h *Handler) forOrigin(hd http.Header) {
 
 // cgiEqual reports whether header names a and b are one name to a CGI-style
 // origin: equal but for ASCII case and "-" against "_".
-func cgiEqual(a, b string) bool {
+func cgiEqual(a, b string) bool { return equalBy(a, b, cgiByte) }
+
+func cgiByte(c byte) byte {
+	if c == '-' {
+		return '_'
+	}
+	return upperASCII(c)
+}
+
+// equalBy reports whether a and b are equal byte for byte once each byte
+// is mapped by f.
+func equalBy(a, b string, f func(byte) byte) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := 0; i < len(a); i++ {
-		if cgiByte(a[i]) != cgiByte(b[i]) {
+		if f(a[i]) != f(b[i]) {
 			return false
 		}
 	}
 	return true
-}
-
-func cgiByte(c byte) byte {
-	switch {
-	case c == '-':
-		return '_'
-	case 'a' <= c && c <= 'z':
-		return c - ('a' - 'A')
-	}
-	return c
 }

@@ -527,3 +527,50 @@ func TestKeyHeaderNamedInConnection(t *testing.T) {
 		t.Errorf("origin saw X-API-Key %q, Authorization %q", seen.Get("X-API-Key"), seen.Get("Authorization"))
 	}
 }
+
+// TestConnectionTokensAsTheProxyReads: a key header is no key exactly when
+// the proxy drops it as one the Connection field names: the token trimmed
+// of ASCII spaces and tabs only, its name matched in ASCII case only.
+// Unicode trimming or folding here (U+00A0 or U+0085 around the name, the
+// Kelvin sign for K) skipped an X-API-Key that the proxy passed on: the
+// client was counted on a made-up Authorization, a fresh quota each time,
+// and the origin served the real key, never counted.
+func TestConnectionTokensAsTheProxyReads(t *testing.T) {
+	for _, tt := range []struct {
+		name, token string
+		dropped     bool // the proxy drops X-API-Key
+	}{
+		{"tab and space", "\tx-api-key ", true},
+		{"no-break space", "\u00a0X-API-Key", false},
+		{"next line", "X-API-Key\u0085", false},
+		{"Kelvin sign", "X-API-\u212Aey", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var seen http.Header
+			origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() })
+			target := originFront(t, origin, nil)
+			r, err := http.NewRequest(http.MethodGet, target, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("X-API-Key", proKey)
+			r.Header.Set("Connection", "keep-alive,"+tt.token)
+			r.Header.Set("Authorization", "made-up")
+			res, err := http.DefaultClient.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if got := seen.Get("X-API-Key") == ""; got != tt.dropped {
+				t.Fatalf("the proxy dropped X-API-Key: %t, want %t", got, tt.dropped)
+			}
+			want := "10" // pro: counted on the key the origin got
+			if tt.dropped {
+				want = "3" // free: counted on the made-up Authorization
+			}
+			if got := res.Header.Get("X-RateLimit-Limit"); got != want {
+				t.Errorf("X-RateLimit-Limit %q, want %q (origin saw X-API-Key %q)", got, want, seen.Get("X-API-Key"))
+			}
+		})
+	}
+}
