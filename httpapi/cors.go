@@ -12,7 +12,8 @@ const exposed = "RateLimit, RateLimit-Policy, Retry-After, X-RateLimit-Limit, X-
 
 // preflight reports whether r is a CORS preflight: OPTIONS with Origin and
 // Access-Control-Request-Method, which a browser sends on its own, without
-// credentials or the page's headers, before a cross-origin request.
+// credentials or the page's headers, before a cross-origin request. (One
+// that carries a key header is no browser's: admit asks apiKey first.)
 func preflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
 }

@@ -56,6 +56,36 @@ func TestPreflight(t *testing.T) {
 	})
 }
 
+// TestPreflightWithKey: a browser's preflight never carries the API key
+// (the Fetch standard's CORS-preflight request holds Accept and the
+// Access-Control-Request-* fields, no credentials, none of the page's
+// headers). An OPTIONS that does is a client's request like any other,
+// counted on its key: taken for a preflight, it reached the origin
+// uncounted by the plan (and by anything, without ip_limits), and an
+// origin whose handler does not look at the method served it by the key.
+func TestPreflightWithKey(t *testing.T) {
+	for _, name := range []string{"X-API-Key", "Authorization"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), nil) // pro: 10 a minute
+			for i := range 11 {
+				w := f.do(req{method: http.MethodOptions, header: map[string]string{
+					"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST", name: proKey,
+				}})
+				want := http.StatusOK
+				if i == 10 {
+					want = http.StatusTooManyRequests
+				}
+				if w.Code != want || w.Header().Get("X-RateLimit-Limit") != "10" {
+					t.Fatalf("OPTIONS %d with the key: %d, limit %q; want %d on the key's plan (10)", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"), want)
+				}
+			}
+			if f.served != 10 {
+				t.Errorf("origin served %d, want 10", f.served)
+			}
+		})
+	}
+}
+
 // TestCORSOnOwnAnswers: a page of an origin in cors_origins can read
 // slidegate's own 429 and 503 (Access-Control-Allow-Origin, and the
 // rate-limit fields exposed); others get no CORS fields, so the browser

@@ -411,19 +411,22 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 	ipID := ipIdentity(addr, h.v6bits)
 	id, p := ipID, h.defPlan
 	var hash [64]byte
-	if preflight(r) {
+	if h.apiKey(r, &hash) {
+		// Even an OPTIONS that looks like a preflight: a browser's never
+		// carries the key, and an origin that does not look at the
+		// method would serve it by the key, uncounted.
+		if k, ok := h.keys[string(hash[:])]; ok {
+			id, p = k.id, k.plan
+		} else if !h.unlistedIP {
+			id = keyIdentity(&hash)
+		}
+	} else if preflight(r) {
 		// A browser sends it before a cross-origin request, without the
 		// API key: charging the plan would charge the client's IP under
 		// default_plan for every preflight of every user behind it.
 		p = h.preflight
 		if len(h.ipRules) == 0 {
 			return nil, -1, true
-		}
-	} else if h.apiKey(r, &hash) {
-		if k, ok := h.keys[string(hash[:])]; ok {
-			id, p = k.id, k.plan
-		} else if !h.unlistedIP {
-			id = keyIdentity(&hash)
 		}
 	}
 	cost := h.cost(r)
