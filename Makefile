@@ -37,4 +37,4 @@ build-lambda:
 	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/lambda/bootstrap ./lambda
 
 deploy-lambda:
-	CGO_ENABLED=0 GOFLAGS=-tags=lambda.norpc sam build && sam deploy --guided
+	CGO_ENABLED=0 GOFLAGS="-tags=lambda.norpc -trimpath -ldflags=-s" sam build && sam deploy --guided

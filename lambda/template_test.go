@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 )
 
@@ -147,6 +149,14 @@ func checkTemplate(tpl map[string]any) []string {
 	if got, want := at(table, "TimeToLiveSpecification"), map[string]any{"AttributeName": dynamostore.TTLAttribute, "Enabled": "true"}; !same(got, want) {
 		fail("table TimeToLiveSpecification %v, want %v", got, want)
 	}
+	// What deleting the stack or replacing the table does to the counters is
+	// a choice the template states (cfn-lint I3011), not CloudFormation's
+	// silent default.
+	for _, policy := range []string{"DeletionPolicy", "UpdateReplacePolicy"} {
+		if got := at(tpl, "Resources", tid, policy); got != "Delete" && got != "Retain" {
+			fail("table %s %v, want Delete or Retain, stated", policy, got)
+		}
+	}
 
 	fns := resources(tpl, "AWS::Serverless::Function")
 	if len(fns) != 1 {
@@ -227,7 +237,9 @@ func checkTemplate(tpl map[string]any) []string {
 	return bad
 }
 
-func TestTemplateAgreesWithCode(t *testing.T) {
+// loadTemplate reads and decodes template.yaml.
+func loadTemplate(t *testing.T) map[string]any {
+	t.Helper()
 	data, err := os.ReadFile(templatePath)
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +248,11 @@ func TestTemplateAgreesWithCode(t *testing.T) {
 	if err != nil {
 		t.Fatalf("template.yaml: %v", err)
 	}
+	return tpl
+}
+
+func TestTemplateAgreesWithCode(t *testing.T) {
+	tpl := loadTemplate(t)
 	for _, p := range checkTemplate(tpl) {
 		t.Error(p)
 	}
@@ -263,6 +280,8 @@ func TestTemplateCheckCatches(t *testing.T) {
 		{"env name", "TABLE_NAME: !Ref", "TABLE: !Ref", "function environment"},
 		{"runtime", "Runtime: provided.al2023", "Runtime: provided.al2", "Runtime"},
 		{"arch", "- arm64", "- x86_64", "Architectures"},
+		{"deletion policy", "    DeletionPolicy: Delete\n", "", "DeletionPolicy"},
+		{"replace policy", "    UpdateReplacePolicy: Delete\n", "", "UpdateReplacePolicy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -276,6 +295,57 @@ func TestTemplateCheckCatches(t *testing.T) {
 			problems := checkTemplate(tpl)
 			if !slices.ContainsFunc(problems, func(p string) bool { return strings.Contains(p, tt.want) }) {
 				t.Errorf("edit %q -> %q: problems %q, want one about %s", tt.old, tt.new, problems, tt.want)
+			}
+		})
+	}
+}
+
+// TestOriginURLPattern: the OriginUrl parameter's AllowedPattern refuses at
+// deploy time the ORIGIN_URL mistakes that would otherwise fail every
+// instance's init (setup's ErrOrigin) after a successful deployment, and
+// admits what ParseOrigin admits in the documented forms. (CloudFormation
+// matches the whole value, as the anchored pattern does here; ports out of
+// range are left to setup.)
+func TestOriginURLPattern(t *testing.T) {
+	src, _ := at(loadTemplate(t), "Parameters", "OriginUrl", "AllowedPattern").(string)
+	if src == "" {
+		t.Fatal("OriginUrl has no AllowedPattern")
+	}
+	re, err := regexp.Compile(src)
+	if err != nil {
+		t.Fatalf("OriginUrl AllowedPattern %q: %v", src, err)
+	}
+	tests := []struct {
+		value string
+		ok    bool
+	}{
+		{"", true}, // the check API only
+		{"https://api.example.com", true},
+		{"https://api.example.com/", true},
+		{"http://10.0.0.7:8080/base/path", true},
+		{"https://[2001:db8::1]:8443/", true},
+		{"https://api.example.com/v1?tenant=a", true},
+		{"api.example.com", false}, // no scheme
+		{"api.example.com/v1", false},
+		{"ftp://api.example.com", false},
+		{"https://user:secret@api.example.com", false},
+		{"https://", false},
+		{"https:///path", false},
+		{" https://api.example.com", false},
+		{"https://api.example.com ", false},
+		{"self", false}, // the Worker's, not the Lambda's
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			if got := re.MatchString(tt.value); got != tt.ok {
+				t.Errorf("AllowedPattern matches %q: %v, want %v", tt.value, got, tt.ok)
+			}
+			if tt.value == "" {
+				return
+			}
+			_, err := httpapi.ParseOrigin(tt.value)
+			if (err == nil) != tt.ok {
+				t.Errorf("httpapi.ParseOrigin(%q) error %v: the pattern and setup disagree", tt.value, err)
 			}
 		})
 	}
