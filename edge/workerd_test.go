@@ -546,14 +546,25 @@ func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 }
 
 // TestWorkerdDryRunBundle deploys the repository's wrangler.toml with
-// --dry-run and bounds the bundle's gzip size.
+// --dry-run and bounds the bundle's gzip size. Its routes example must
+// stand above the first table: uncommented below [vars], it was a
+// variable named routes, and the Worker was deployed on no route.
 func TestWorkerdDryRunBundle(t *testing.T) {
-	slidegateWorker(t) // builds build/
-	dir := t.TempDir()
-	toml, err := os.ReadFile(filepath.Join(suite.root, "wrangler.toml"))
+	toml, err := os.ReadFile(filepath.Join("..", "wrangler.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	lines := strings.Split(string(toml), "\n")
+	example := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "# routes = ") })
+	table := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "[") })
+	switch {
+	case example < 0:
+		t.Error("wrangler.toml has no routes example (# routes = ...)")
+	case table >= 0 && example > table:
+		t.Errorf("wrangler.toml: the routes example (line %d) is below the first table, %s (line %d): uncommented, it is a key of the table above it, not the Worker's routes", example+1, lines[table], table+1)
+	}
+	slidegateWorker(t) // builds build/
+	dir := t.TempDir()
 	// The build already ran: drop the [build] table, keep everything else.
 	cfg := regexp.MustCompile(`(?ms)^\[build\]\n.*?\n\n`).ReplaceAllString(string(toml), "")
 	if cfg == string(toml) {
