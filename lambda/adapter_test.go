@@ -143,13 +143,21 @@ func TestResponseFromHandler(t *testing.T) {
 			w.Header().Set("ETag", `"v1"`)
 			w.WriteHeader(http.StatusNotModified)
 		}, 304, map[string]string{"Etag": `"v1"`}, nil, "", false},
-		{"panic", func(w http.ResponseWriter, r *http.Request) { panic("boom") },
-			500, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
+		// An answer the adapter replaces keeps the pre-filter's fields
+		// (the marks too), nothing else the handler set.
+		{"panic", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Slidegate-Shadow", "denied")
+			w.Header().Set("X-Origin", "yes")
+			panic("boom")
+		},
+			500, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store", "Slidegate-Shadow": "denied"}, nil,
 			`{"type":"about:blank","title":"Internal Server Error","status":500,"detail":"internal error"}` + "\n", false},
 		{"aborted", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Slidegate-Store", "error-allowed")
+			w.Header().Set("X-Origin", "yes")
 			_, _ = io.WriteString(w, "the first half")
 			panic(http.ErrAbortHandler)
-		}, 502, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store"}, nil,
+		}, 502, map[string]string{"Content-Type": "application/problem+json", "Cache-Control": "no-store", "Slidegate-Store": "error-allowed"}, nil,
 			`{"type":"about:blank","title":"Bad Gateway","status":502,"detail":"the response was cut short"}` + "\n", false},
 		{"too large", func(w http.ResponseWriter, r *http.Request) {
 			chunk := strings.Repeat("x", 1<<20)
