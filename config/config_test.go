@@ -350,14 +350,18 @@ func BenchmarkParse(b *testing.B) {
 // TestCORSOrigins: cors_origins takes "*" and origins as browsers send
 // them, and names the entry it refuses.
 func TestCORSOrigins(t *testing.T) {
-	for _, o := range []string{"*", "https://app.example.com", "http://localhost:3000", "https://[::1]:8443", "http://127.0.0.1"} {
+	for _, o := range []string{"*", "https://app.example.com", "http://localhost:3000", "https://[::1]:8443", "http://127.0.0.1",
+		"https://my_app.example.com", "https://[2001:db8::1]", "https://xn--bcher-kva.example"} {
 		if _, err := Parse([]byte(`{"cors_origins": ["` + o + `"]}`)); err != nil {
 			t.Errorf("%q: %v", o, err)
 		}
 	}
 	for _, o := range []string{"", "null", "app.example.com", "https://app.example.com/", "https://app.example.com/x",
 		"https://App.example.com", "HTTPS://app.example.com", "https://app.example.com:443", "http://a.example:80", "https://a.example:",
-		"ftp://a.example", "https://user@a.example", "https://a.example?", "https://a.example?x=1", "https://a.example#f", "https://*.example.com"} {
+		"ftp://a.example", "https://user@a.example", "https://a.example?", "https://a.example?x=1", "https://a.example#f", "https://*.example.com",
+		// Never sent so: browsers write IP addresses in their canonical
+		// form (::1, 127.0.0.1), and a host in Unicode in Punycode.
+		"https://[0:0::1]", "https://[::ABCD]", "http://127.1", "http://127.000.0.1", "http://0x7f.0.0.1", "https://bücher.example"} {
 		_, err := Parse([]byte(`{"cors_origins": ["*", "` + o + `"]}`))
 		var fe *FieldError
 		if !errors.As(err, &fe) || fe.Field != "cors_origins[1]" {

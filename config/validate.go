@@ -141,14 +141,33 @@ func isOrigin(s string) bool {
 	if p := u.Port(); p == "" && strings.HasSuffix(u.Host, ":") || u.Scheme == "https" && p == "443" || u.Scheme == "http" && p == "80" {
 		return false // a browser leaves the default port out
 	}
-	if _, err := netip.ParseAddr(u.Hostname()); err != nil {
-		for _, c := range u.Hostname() {
-			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' {
-				return false // not a host name a browser sends (no wildcards)
-			}
-		}
+	if !browserHost(u.Hostname()) {
+		return false
 	}
 	return s == strings.ToLower(s) && u.Scheme+"://"+u.Host == s
+}
+
+// browserHost reports whether host is written as a browser serializes it
+// in an Origin (the URL standard's host serializer): an IP address in its
+// canonical form (::1, never 0:0::1; 127.0.0.1, never 127.1 or 0x7f.0.0.1:
+// a host whose last label is a number is an IPv4 address), or a domain in
+// lower-case ASCII (Punycode for Unicode), underscores allowed, no
+// wildcards.
+func browserHost(host string) bool {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Zone() == "" && a.String() == host
+	}
+	last := strings.TrimSuffix(host, ".")
+	last = last[strings.LastIndexByte(last, '.')+1:]
+	if last != "" && (strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x")) {
+		return false // a number the browser reads as an IPv4 address, not so written
+	}
+	for _, c := range host {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' && c != '.' && c != '_' {
+			return false
+		}
+	}
+	return true
 }
 
 // checkLimits validates one list of limits. seen collects names within the
