@@ -110,7 +110,9 @@ type Limit struct {
 type Identity struct {
 	// Headers carry an API key; the first one present is the key. Nil
 	// means X-API-Key, then Authorization; an empty list means clients are
-	// identified by IP only.
+	// identified by IP only. None may be hop-by-hop (Proxy-Authorization:
+	// never sent to the origin), and no two one name to a CGI-style origin
+	// (X-API-Key and X_API_KEY).
 	Headers []string `json:"headers"`
 	// TrustedProxies are the IPs or CIDRs of reverse proxies in front of
 	// slidegate. X-Forwarded-For is read only when the socket peer is one

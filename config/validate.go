@@ -215,8 +215,17 @@ func checkLimits(path string, ls []Limit, required bool, seen, reserved map[stri
 
 func (i Identity) validate() error {
 	for j, h := range i.Headers {
+		at := fmt.Sprintf("identity.headers[%d]", j)
 		if !validToken(h) {
-			return &FieldError{Field: fmt.Sprintf("identity.headers[%d]", j), Value: quote(h), Err: because(ErrValue, "must be an HTTP header name")}
+			return &FieldError{Field: at, Value: quote(h), Err: because(ErrValue, "must be an HTTP header name")}
+		}
+		if slices.ContainsFunc(hopByHop, func(name string) bool { return strings.EqualFold(name, h) }) {
+			return &FieldError{Field: at, Value: quote(h), Err: because(ErrValue, "must not be a hop-by-hop header (%s): the proxy never sends it to the origin, so a client could be counted on a made-up value while the origin serves the next key header", strings.Join(hopByHop, ", "))}
+		}
+		for k, prev := range i.Headers[:j] {
+			if cgiName(prev) == cgiName(h) {
+				return &FieldError{Field: at, Value: quote(h), Err: because(ErrValue, "must not be the same name as identity.headers[%d] %q to an origin that reads headers CGI-style (case ignored, \"-\" read as \"_\"): a client could be counted on one and served by the other", k, prev)}
+			}
 		}
 	}
 	for j, s := range i.TrustedProxies {
@@ -231,6 +240,16 @@ func (i Identity) validate() error {
 		return &FieldError{Field: "identity.unlisted_keys", Value: quote(i.UnlistedKeys), Err: because(ErrValue, "must be \"key\" or \"ip\"")}
 	}
 	return nil
+}
+
+// hopByHop are the headers a proxy never forwards (RFC 9110 7.6.1, and
+// those httputil.ReverseProxy and the Worker's proxy drop).
+var hopByHop = []string{"Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+// cgiName is the name a CGI-style origin (WSGI, Rack, PHP) reads header
+// name under: upper case, "-" read as "_".
+func cgiName(name string) string {
+	return strings.ReplaceAll(strings.ToUpper(name), "-", "_")
 }
 
 func validName(s string) bool {
