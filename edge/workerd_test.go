@@ -385,6 +385,40 @@ func TestWorkerdKeyWithComma(t *testing.T) {
 
 // TestWorkerdClientIP: without an API key the client is its
 // CF-Connecting-IP.
+// TestWorkerdPreflight: on the Worker too, a browser's CORS preflight (no
+// key, no body) is not charged to its address's plan (the test config has
+// no ip_limits: it passes undecided), and the same OPTIONS with a body is.
+func TestWorkerdPreflight(t *testing.T) {
+	w := slidegateWorker(t)
+	client := &http.Client{Timeout: 30 * time.Second}
+	send := func(method string, body io.Reader) *http.Response {
+		req, _ := http.NewRequest(method, w.URL+"/v1/preflight", body)
+		req.Header.Set("CF-Connecting-IP", "203.0.113.77")
+		if method == http.MethodOptions {
+			req.Header.Set("Origin", "https://app.example.com")
+			req.Header.Set("Access-Control-Request-Method", "PUT")
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res
+	}
+	for i := range 7 { // free: 5 a day
+		if res := send(http.MethodOptions, nil); res.StatusCode != http.StatusOK || res.Header.Get("RateLimit") != "" {
+			t.Fatalf("preflight %d: %d, RateLimit %q; want 200, undecided", i+1, res.StatusCode, res.Header.Get("RateLimit"))
+		}
+	}
+	if res := send(http.MethodGet, nil); res.Header.Get("X-RateLimit-Remaining") != "4" {
+		t.Errorf("GET after 7 preflights: %d, remaining %q; want the plan's first count (4 left)", res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+	}
+	if res := send(http.MethodOptions, strings.NewReader("upload")); res.Header.Get("X-RateLimit-Remaining") != "3" {
+		t.Errorf("OPTIONS with a body: %d, remaining %q; want it counted (3 left)", res.StatusCode, res.Header.Get("X-RateLimit-Remaining"))
+	}
+}
+
 func TestWorkerdClientIP(t *testing.T) {
 	w := slidegateWorker(t)
 	client := &http.Client{Timeout: 30 * time.Second}

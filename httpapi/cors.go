@@ -11,11 +11,15 @@ import (
 const exposed = "RateLimit, RateLimit-Policy, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset"
 
 // preflight reports whether r is a CORS preflight: OPTIONS with Origin and
-// Access-Control-Request-Method, which a browser sends on its own, without
-// credentials or the page's headers, before a cross-origin request. (One
-// that carries a key header is no browser's: admit asks apiKey first.)
+// Access-Control-Request-Method and no body, which a browser sends on its
+// own, without credentials or the page's headers, before a cross-origin
+// request. (One that carries a key header is no browser's: admit asks
+// apiKey first.) A body, or one of unknown length, makes it a request like
+// any other: the exemption is for the browser's, not for uploads shaped
+// like one.
 func preflight(r *http.Request) bool {
-	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
+	return r.Method == http.MethodOptions && r.ContentLength == 0 &&
+		r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
 }
 
 // corsOrigin returns r's Origin when cors_origins allows it, "*" when it

@@ -2,8 +2,10 @@ package httpapi
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -88,6 +90,27 @@ func TestPreflightWithKey(t *testing.T) {
 				t.Errorf("origin served %d, want 10", f.served)
 			}
 		})
+	}
+}
+
+// TestPreflightWithBody: an OPTIONS shaped like a preflight but with a body
+// (sized or chunked) is no browser's preflight: it is counted on its
+// client's plan like any request.
+func TestPreflightWithBody(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), nil) // free: 3 a minute
+	for i, want := range []int{200, 200, 200, 429} {
+		hr := httptest.NewRequest(http.MethodOptions, "/api", strings.NewReader("upload"))
+		if i%2 == 1 {
+			hr.ContentLength = -1 // chunked
+		}
+		hr.RemoteAddr = "192.0.2.1:51000"
+		hr.Header.Set("Origin", "https://app.example.com")
+		hr.Header.Set("Access-Control-Request-Method", "POST")
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, hr)
+		if w.Code != want || w.Header().Get("X-RateLimit-Limit") != "3" {
+			t.Errorf("OPTIONS %d with a body: %d, limit %q; want %d on the plan (3)", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"), want)
+		}
 	}
 }
 
