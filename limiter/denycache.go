@@ -92,7 +92,16 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, o
 		case s.bucket + 1:
 			prev = s.current
 		}
-		r.DecideInto(&out[i], now, prev, cur, cost)
+		d := &out[i]
+		r.DecideInto(d, now, prev, cur, cost)
+		if d.Allowed {
+			// The request is denied and not counted: a rule that admits
+			// it reports the state without it, as the store's answer
+			// does (uncount).
+			d.Used -= cost
+			d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+			d.ResetAfter = r.Wait(now, prev, cur, 0)
+		}
 	}
 	sh.mu.Unlock()
 	dec := window.Combine(out)
