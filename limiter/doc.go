@@ -23,6 +23,8 @@
 // Refund forgets the identity's denial under the rules it takes back from.
 //
 // The limiter reads no clock: every Check takes now. A clock that steps
-// backwards is held at the newest time seen, and RetryAfter and ResetAfter
-// then count from now, the step included.
+// backwards is held at the newest time seen (to the millisecond: within
+// the newest millisecond a check is decided at its own time, in the same
+// buckets), and RetryAfter and ResetAfter then count from now, the step
+// included.
 package limiter

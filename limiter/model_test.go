@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 //
 //	go test ./limiter -run TestModel -args -model.seeds=2000 -model.ops=1000
 var (
-	modelSeeds = flag.Int("model.seeds", 40, "seeds TestModel runs")
+	modelSeeds = flag.Int("model.seeds", 60, "seeds TestModel runs")
 	modelOps   = flag.Int("model.ops", 300, "operations per seed in TestModel")
 	modelSeed  = flag.Int64("model.seed", -1, "run TestModel on this seed only")
 )
@@ -44,10 +45,9 @@ type mkey struct {
 	bucket   int64
 }
 
-// modelSlack mirrors the limiter's clockSlack: a time less than this
-// ahead of the newest recorded is used, not recorded, so a step back
-// within it is decided at the caller's time. A millisecond of a period
-// of at least a second moves no weighted count of these small limits.
+// modelSlack is the limiter's documented grain of time: the newest time
+// is recorded when it falls in a later millisecond, and a check within
+// the newest millisecond is decided at its own time (in the same buckets).
 const modelSlack = int64(time.Millisecond)
 
 func scopeOf(r Rule) int {
@@ -67,7 +67,7 @@ func (m *model) clock(now time.Time) time.Time {
 	if n < m.latest {
 		return time.Unix(0, m.latest)
 	}
-	if n > m.latest+modelSlack {
+	if n/modelSlack > m.latest/modelSlack {
 		m.latest = n
 	}
 	return now
@@ -349,7 +349,7 @@ func genConfig(src source) modelConfig {
 		shared:      src.intn(4),
 		local:       src.intn(3),
 		evict:       src.intn(4) == 0,
-		denyCache:   src.intn(2) == 0,
+		denyCache:   src.intn(3) != 0,
 		countDenied: src.intn(3) == 0,
 		ids:         2 + src.intn(3),
 		start:       t0.Add(time.Duration(src.int64n(int64(2 * time.Hour)))),
@@ -410,7 +410,13 @@ func genOps(src source, c modelConfig, n int) []modelOp {
 			o.dt = time.Duration(src.int64n(int64(p)))
 		case 5: // to a boundary, give or take two milliseconds
 			i, _ := place(now, p)
-			o.dt = window.Start(i+1, p).Sub(now) + time.Duration(src.int64n(int64(4*time.Millisecond))) - 2*time.Millisecond
+			o.dt = window.Start(i+1, p).Sub(now)
+			switch src.intn(3) {
+			case 0: // on it, or a nanosecond before
+				o.dt -= time.Duration(src.intn(2))
+			default:
+				o.dt += time.Duration(src.int64n(int64(4*time.Millisecond))) - 2*time.Millisecond
+			}
 		case 6: // the clock steps back
 			o.dt = -time.Duration(src.int64n(int64(3 * time.Second)))
 		case 7: // within the limiter's slack, either way
@@ -424,8 +430,13 @@ func genOps(src source, c modelConfig, n int) []modelOp {
 		o.id, o.set = src.intn(c.ids), src.intn(len(c.sets))
 		set := c.sets[o.set]
 		o.cost = int64(src.intn(int(set[src.intn(len(set))].Limit) + 2))
+		retry := len(ops) > 0 && src.intn(3) == 0 // a client retrying
+		if retry {
+			last := ops[len(ops)-1]
+			o.id, o.set, o.cost = last.id, last.set, last.cost
+		}
 		switch k := src.intn(10); {
-		case k < 6:
+		case k < 6 || retry:
 			o.kind = opCheck
 		case k < 7:
 			o.kind = opDecide
@@ -477,6 +488,12 @@ func collidingIDs(t testing.TB, s *memstore.Store, n int) []string {
 }
 
 // modelRun runs ops on a fresh limiter and the model side by side.
+// modelTally counts what TestModel's runs went through, so that a
+// generator that stopped reaching a case shows.
+var modelTally struct {
+	ops, denied, cacheable, cached, back, evicted, refunds atomic.Int64
+}
+
 type modelRun struct {
 	t       testing.TB
 	c       modelConfig
@@ -550,6 +567,7 @@ func (r *modelRun) step(o modelOp) error {
 		p := r.pending[i]
 		r.pending = slices.Delete(r.pending, i, i+1)
 		r.log[len(r.log)-1] = fmt.Sprintf("refund %s set %d cost %d of %s (%+v)", r.ids[p.id], p.set, p.cost, p.at.Format("15:04:05.000000000"), o.dt)
+		modelTally.refunds.Add(1)
 		r.m.refund(p.at, r.ids[p.id], r.c.sets[p.set], p.cost)
 		if err := r.l.Refund(ctx, p.at, r.ids[p.id], r.c.sets[p.set], p.cost); err != nil {
 			return fmt.Errorf("refund: %w", err)
@@ -562,6 +580,19 @@ func (r *modelRun) step(o modelOp) error {
 	r.log[len(r.log)-1] += fmt.Sprintf(": allowed %t by %s", want.Allowed, want.Rule)
 	if counted {
 		r.pending = append(r.pending, pending{want.At, o.id, o.set, o.cost})
+	}
+	modelTally.ops.Add(1)
+	if !want.Allowed {
+		modelTally.denied.Add(1)
+	}
+	if got.Cached {
+		modelTally.cached.Add(1)
+	}
+	if !want.Allowed && r.c.denyCache {
+		modelTally.cacheable.Add(1)
+	}
+	if want.At.After(r.now) {
+		modelTally.back.Add(1)
 	}
 	if err := compareResults(got, want, r.c.denyCache); err != nil {
 		return fmt.Errorf("%s %s cost %d at %s: %w", o.kind, id, o.cost, r.now.Format("15:04:05.000000000"), err)
@@ -629,6 +660,7 @@ func (r *modelRun) compareStores() error {
 			}
 			if scope == 0 && empty && evicted > 0 {
 				evicted--
+				modelTally.evicted.Add(1)
 				r.m.forget(0, id)
 				r.pending = slices.DeleteFunc(r.pending, func(p pending) bool { return p.id == k })
 				r.log[len(r.log)-1] += fmt.Sprintf(" [%s evicted]", id)
@@ -694,6 +726,7 @@ func TestModel(t *testing.T) {
 		first, seeds = *modelSeed, 1
 	}
 	total := 0
+	before := modelTally.ops.Load()
 	for seed := first; seed < first+int64(seeds); seed++ {
 		src := rngSource{rand.New(rand.NewPCG(uint64(seed), 0x51de))}
 		c := genConfig(src)
@@ -701,7 +734,11 @@ func TestModel(t *testing.T) {
 		modelCheck(t, fmt.Sprintf("seed %d (rerun: -run TestModel -args -model.seed=%d)", seed, seed), c, seq)
 		total += len(seq)
 	}
-	t.Logf("%d seeds, %d operations", seeds, total)
+	t.Logf("%d seeds, %d operations: %d checks, decides and peeks, %d denied (%d with the deny cache on), %d from the deny cache, %d decided after a backward step, %d refunds, %d evictions",
+		seeds, total, modelTally.ops.Load()-before, modelTally.denied.Load(), modelTally.cacheable.Load(), modelTally.cached.Load(), modelTally.back.Load(), modelTally.refunds.Load(), modelTally.evicted.Load())
+	if seeds >= 40 && (modelTally.cached.Load() == 0 || modelTally.evicted.Load() == 0 || modelTally.back.Load() == 0) {
+		t.Errorf("the traffic reached no deny cache answer, eviction or backward step")
+	}
 }
 
 // FuzzModel is TestModel with the configuration and operations read from
@@ -737,5 +774,28 @@ func TestCachedDenialCountsNothing(t *testing.T) {
 	}
 	if got, want := cached.Rules[1], stored.Rules[1]; got != want || got.Used != 1 || got.Remaining != 4 {
 		t.Errorf("long from the deny cache: %+v; want the store's %+v (1 used, 4 remaining)", got, want)
+	}
+}
+
+// TestClockBackwardsWithinAMillisecond: a step back of less than a
+// millisecond across a boundary does not reopen the bucket before it
+// (found by TestModel: the limiter recorded its newest time only once the
+// clock had moved a millisecond past it, so a check 100 µs before the
+// boundary, after one 150 µs past it, was decided in the earlier bucket:
+// a limit of 1 per 2 s admitted two requests within 250 µs).
+func TestClockBackwardsWithinAMillisecond(t *testing.T) {
+	r := rule("burst", 1, 2*time.Second)
+	boundary := window.Start(window.Index(t0, r.Period)+1, r.Period)
+	for _, cache := range []bool{false, true} {
+		l := New(Options{DisableDenyCache: !cache})
+		check(t, l, boundary.Add(-600*time.Microsecond), "k", 0, r)
+		if res := check(t, l, boundary.Add(150*time.Microsecond), "k", 1, r); !res.Allowed {
+			t.Fatalf("setup: the first request was denied: %+v", res.Decision)
+		}
+		res := check(t, l, boundary.Add(-100*time.Microsecond), "k", 1, r)
+		if res.Allowed || !res.At.Equal(boundary.Add(150*time.Microsecond)) {
+			t.Errorf("deny cache %t: 250 µs back: allowed %t at %v; want a denial at the newest time seen, %v",
+				cache, res.Allowed, res.At.Format(time.StampNano), boundary.Add(150*time.Microsecond).Format(time.StampNano))
+		}
 	}
 }
