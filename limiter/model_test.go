@@ -193,7 +193,10 @@ func (m *model) check(now time.Time, id string, rules []Rule, cost int64, write 
 	var prev, cur [MaxRules]int64
 	allowed := true
 	for i, r := range rules {
+		// Negative counts (a refund after the store lost the counts it
+		// takes back from) count as zero, as package window documents.
 		prev[i], cur[i] = m.pair(id, r, at)
+		prev[i], cur[i] = max(prev[i], 0), max(cur[i], 0)
 		res.Rules[i] = decide(r, at, prev[i], cur[i], cost)
 		allowed = allowed && res.Rules[i].Allowed
 	}
@@ -578,6 +581,12 @@ func (r *modelRun) step(o modelOp) error {
 		return fmt.Errorf("%s: %w", o.kind, err)
 	}
 	r.log[len(r.log)-1] += fmt.Sprintf(": allowed %t by %s", want.Allowed, want.Rule)
+	if r.c.evict && o.kind != opPeek && o.cost > 0 && slices.ContainsFunc(rules, func(rl Rule) bool { return !rl.Local }) {
+		// The shard holds one identity: this write evicted (or, once
+		// their counters expired, dropped) any other, and a refund of
+		// theirs would now do nothing. Only this identity's are kept.
+		r.pending = slices.DeleteFunc(r.pending, func(p pending) bool { return p.id != o.id })
+	}
 	if counted {
 		r.pending = append(r.pending, pending{want.At, o.id, o.set, o.cost})
 	}
@@ -653,7 +662,7 @@ func (r *modelRun) compareStores() error {
 		evicted, r.evicted = now-r.evicted, now
 	}
 	for scope := range 2 {
-		for k, id := range r.ids {
+		for _, id := range r.ids {
 			differs, empty, out := diff(scope, id)
 			if !differs {
 				continue
@@ -662,7 +671,6 @@ func (r *modelRun) compareStores() error {
 				evicted--
 				modelTally.evicted.Add(1)
 				r.m.forget(0, id)
-				r.pending = slices.DeleteFunc(r.pending, func(p pending) bool { return p.id == k })
 				r.log[len(r.log)-1] += fmt.Sprintf(" [%s evicted]", id)
 				continue
 			}
