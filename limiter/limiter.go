@@ -127,7 +127,7 @@ type scratch struct {
 	slots  [2 * MaxRules]kvstore.Slot
 	counts [2 * MaxRules]int64
 	conds  [2 * MaxRules]kvstore.Cond
-	costs  [MaxRules]int64
+	costs  [2 * MaxRules]int64 // by slot: 0 for a previous bucket
 	// prev and cur are the counts each rule was decided on, before this
 	// request's cost; pos is now's place among each rule's buckets.
 	prev, cur [MaxRules]int64

@@ -365,14 +365,14 @@ func genConfig(src source) modelConfig {
 		// two are not run together (see TestModel's doc).
 		c.denyCache = false
 	}
-	n := 1 + src.intn(5)
+	n := 1 + src.intn(MaxRules)
 	for i := range n {
 		r := rule(fmt.Sprint("r", i), 1+int64(src.intn(6)), modelPeriods[src.intn(len(modelPeriods))])
 		r.Local = src.intn(3) == 0
 		c.pool = append(c.pool, r)
 	}
 	for rest := c.pool; len(rest) > 0; {
-		k := min(1+src.intn(3), len(rest))
+		k := min(1+src.intn(MaxRules), len(rest))
 		c.sets = append(c.sets, rest[:k])
 		rest = rest[k:]
 	}
@@ -804,6 +804,25 @@ func TestClockBackwardsWithinAMillisecond(t *testing.T) {
 		if res.Allowed || !res.At.Equal(boundary.Add(150*time.Microsecond)) {
 			t.Errorf("deny cache %t: 250 µs back: allowed %t at %v; want a denial at the newest time seen, %v",
 				cache, res.Allowed, res.At.Format(time.StampNano), boundary.Add(150*time.Microsecond).Format(time.StampNano))
+		}
+	}
+}
+
+// TestEightRulesInOneScope: a check may have MaxRules rules, all in one
+// scope (found by FuzzModel: from five rules of one scope on, the general
+// path wrote past its per-slot costs and panicked).
+func TestEightRulesInOneScope(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		rules := make([]Rule, MaxRules)
+		for i := range rules {
+			rules[i] = rule(fmt.Sprint("r", i), 2, time.Duration(i+1)*time.Minute)
+			rules[i].Local = local
+		}
+		l := New(Options{})
+		for i, want := range []bool{true, true, false} {
+			if res := check(t, l, t0, "k", 1, rules...); res.Allowed != want || res.N != MaxRules {
+				t.Errorf("local %t, check %d: allowed %t of %d rules, want %t of %d", local, i, res.Allowed, res.N, want, MaxRules)
+			}
 		}
 	}
 }
