@@ -65,7 +65,12 @@ type Options struct {
 	CountDenied bool
 	// DisableDenyCache makes every check reach the store. By default an
 	// identity that shared rules found blocked is answered from memory
-	// until its RetryAfter.
+	// until its RetryAfter. The cache assumes that the rule sets an
+	// identity is checked with are equal or share no rule (as the HTTP
+	// layer's are: config refuses a plan limit named like an ip_limits
+	// one): a set's cached denial does not see counts that another set
+	// sharing a rule adds, and could answer with too short a wait. Turn
+	// it off for overlapping sets.
 	DisableDenyCache bool
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
