@@ -97,14 +97,8 @@ func faultWorker(t *testing.T) *workerd.Worker {
 	if fault.err != nil {
 		t.Fatal(fault.err)
 	}
-	w := fault.worker
-	t.Cleanup(func() {
-		if t.Failed() {
-			log := w.Log()
-			t.Logf("fault Worker's wrangler dev output (last 4 KiB):\n%s", log[max(len(log)-4096, 0):])
-		}
-	})
-	return w
+	logOnFailure(t, "the fault Worker's wrangler dev", fault.worker)
+	return fault.worker
 }
 
 // recordedPut is a put the fault Worker recorded.

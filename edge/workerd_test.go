@@ -155,14 +155,19 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 	if suite.err != nil {
 		t.Fatal(suite.err)
 	}
-	w := suite.worker
+	logOnFailure(t, "wrangler dev", suite.worker)
+	return suite.worker
+}
+
+// logOnFailure logs the last 4 KiB of w's output (named what) when t has
+// failed, at its end.
+func logOnFailure(t testing.TB, what string, w *workerd.Worker) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			log := w.Log()
-			t.Logf("wrangler dev output (last 4 KiB):\n%s", log[max(len(log)-4096, 0):])
+			t.Logf("%s output (last 4 KiB):\n%s", what, log[max(len(log)-4096, 0):])
 		}
 	})
-	return w
 }
 
 func randomKey(t *testing.T) string {
