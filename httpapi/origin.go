@@ -43,8 +43,8 @@ const nDecided = 5
 //     the origin's, which is then settled as if it had been added.
 type originWriter struct {
 	http.ResponseWriter
-	// remaining is the pre-filter's X-RateLimit-Remaining; negative when
-	// it set none (a store error under on_store_error allow).
+	// remaining is the pre-filter's X-RateLimit-Remaining; unused when it
+	// set none (own empty: a store error under on_store_error allow).
 	remaining int64
 	// own holds the pre-filter's value of each of ownHeaders ("": none):
 	// the rate-limit fields' as it set them before the origin ran, the
@@ -193,9 +193,7 @@ func (w *originWriter) settle() {
 			trio[i] = vs
 		}
 	}
-	if w.remaining >= 0 {
-		settleTrio(hd, &trio, w.remaining)
-	}
+	settleTrio(hd, &trio, w.remaining) // a trio the pre-filter did not set is left alone
 	if w.cors && len(hd["Access-Control-Allow-Origin"]) > 0 {
 		// The origin lets the page read its answer; let it read the
 		// rate-limit fields too (a list field: a line of its own).
@@ -210,9 +208,9 @@ func same(a, b string) bool {
 
 // settleTrio keeps one X-RateLimit trio when the origin added its own to
 // the pre-filter's: trio holds the values of hd's X-RateLimit-Limit,
-// -Remaining and -Reset, each led by the pre-filter's, and remaining is its
-// Remaining. The origin's trio is kept when it has fewer requests
-// remaining, else the pre-filter's.
+// -Remaining and -Reset, each led by the pre-filter's (nil where it set
+// none), and remaining is its Remaining. The origin's trio is kept when it
+// has fewer requests remaining, else the pre-filter's.
 func settleTrio(hd http.Header, trio *[3][]string, remaining int64) {
 	lim, rem, reset := trio[0], trio[1], trio[2]
 	if len(lim) < 2 && len(rem) < 2 && len(reset) < 2 {
