@@ -209,6 +209,67 @@ func removeHop(h http.Header) {
 	}
 }
 
+// forwarding sets the headers by which the origin learns who the client
+// is, as the local server's proxy does behind a trusted proxy (here,
+// Cloudflare's edge).
+// The client's own forwarding headers (httpapi.ClientHeader: X-Original-URL,
+// which some origins serve instead of the request line, X-Forwarded-Host,
+// X-Client-IP, ...) and Forwarded are forged, and dropped. Kept are what
+// Cloudflare wrote: X-Forwarded-For (the client's chain with the address
+// Cloudflare saw appended; that address is appended here when it is not
+// last, as in wrangler dev) and CF-Connecting-IP (Cloudflare sets it on the
+// subrequest). Without CF-Connecting-IP nothing vouches for the chain, and
+// it is dropped. X-Real-IP is set to the client's address: a same-zone
+// subrequest's CF-Connecting-IP is taken from it. True-Client-IP, when
+// present, is set to the same address (Cloudflare's is a copy of
+// CF-Connecting-IP). X-Forwarded-Host and -Proto are the host and scheme the
+// Worker was asked for.
+func forwarding(h http.Header, r *http.Request) {
+	xff := h["X-Forwarded-For"]
+	_, trueClient := h["True-Client-Ip"]
+	delete(h, "Forwarded")
+	for k := range h {
+		if httpapi.ClientHeader(k) && k != "Cf-Connecting-Ip" {
+			delete(h, k)
+		}
+	}
+	if ip, ok := clientIP(r); ok {
+		s := ip.String()
+		switch {
+		case len(xff) == 0:
+			xff = []string{s}
+		case !lastHop(xff, ip):
+			// One line, as httputil.ReverseProxy writes it.
+			xff = []string{strings.Join(xff, ", ") + ", " + s}
+		}
+		h["X-Forwarded-For"] = xff
+		h["X-Real-Ip"] = []string{s}
+		if trueClient {
+			h["True-Client-Ip"] = []string{s}
+		}
+	}
+	if r.Host != "" {
+		h["X-Forwarded-Host"] = []string{r.Host}
+	}
+	if r.URL.Scheme == "http" || r.URL.Scheme == "https" {
+		h["X-Forwarded-Proto"] = []string{r.URL.Scheme}
+	}
+}
+
+// lastHop reports whether the last address of the X-Forwarded-For field
+// lines xff is ip.
+func lastHop(xff []string, ip netip.Addr) bool {
+	if len(xff) == 0 {
+		return false
+	}
+	v := xff[len(xff)-1]
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	a, err := netip.ParseAddr(textproto.TrimString(v))
+	return err == nil && a.Unmap() == ip
+}
+
 // addHeader adds the origin's fields in src to dst as the origin sent
 // them. syumai's conversion of JavaScript Headers (fetch's answer's, as a
 // request's: joinRequestHeader) splits every value at its commas, and the pieces went out as
@@ -380,6 +441,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Header.Del("Host")
 	}
 	removeHop(out.Header)
+	forwarding(out.Header, r)
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
 		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")

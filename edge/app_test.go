@@ -180,6 +180,72 @@ func TestProxyHeadersAsSent(t *testing.T) {
 	}
 }
 
+// TestProxyForwardingHeaders: the origin learns the client's address,
+// the Worker's host and scheme from headers the Worker sets, never from
+// forwarding headers the client made up (an X-Original-URL would have the
+// origin serve a path the pre-filter did not price).
+func TestProxyForwardingHeaders(t *testing.T) {
+	forged := http.Header{
+		"X-Original-Url":     {"/v1/search"},
+		"X-Rewrite-Url":      {"/v1/search"},
+		"X-Forwarded-Host":   {"evil.example"},
+		"X-Forwarded-Port":   {"8443"},
+		"X-Forwarded-Proto":  {"http"},
+		"X-Client-Ip":        {"10.0.0.1"},
+		"X-Real-Ip":          {"10.0.0.2"},
+		"Forwarded":          {"for=10.0.0.3"},
+		"X-Forwarded-Server": {"evil"},
+	}
+	tests := []struct {
+		name    string
+		header  http.Header // besides forged
+		wantXFF []string
+		wantIP  []string // X-Real-IP
+		wantTCI []string // True-Client-IP
+	}{
+		{"chain from Cloudflare", http.Header{"Cf-Connecting-Ip": {"203.0.113.7"}, "X-Forwarded-For": {"10.9.9.9, 203.0.113.7"}},
+			[]string{"10.9.9.9, 203.0.113.7"}, []string{"203.0.113.7"}, nil},
+		{"chain without the client", http.Header{"Cf-Connecting-Ip": {"203.0.113.7"}, "X-Forwarded-For": {"10.9.9.9"}},
+			[]string{"10.9.9.9, 203.0.113.7"}, []string{"203.0.113.7"}, nil},
+		{"no chain", http.Header{"Cf-Connecting-Ip": {"2001:db8::1"}},
+			[]string{"2001:db8::1"}, []string{"2001:db8::1"}, nil},
+		{"IPv6 written another way", http.Header{"Cf-Connecting-Ip": {"2001:db8::1"}, "X-Forwarded-For": {"2001:DB8:0::1"}},
+			[]string{"2001:DB8:0::1"}, []string{"2001:db8::1"}, nil},
+		{"True-Client-IP", http.Header{"Cf-Connecting-Ip": {"203.0.113.7"}, "True-Client-Ip": {"10.0.0.4"}},
+			[]string{"203.0.113.7"}, []string{"203.0.113.7"}, []string{"203.0.113.7"}},
+		{"no client address", http.Header{"X-Forwarded-For": {"10.9.9.9"}, "True-Client-Ip": {"10.0.0.4"}},
+			nil, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := &fakeOrigin{}
+			h, _ := originHandler("https://origin.example.com", o)
+			r := httptest.NewRequest("GET", "https://api.example.com/v1/cheap", nil)
+			for k, v := range forged {
+				r.Header[k] = v
+			}
+			for k, v := range tt.header {
+				r.Header[k] = v
+			}
+			h.ServeHTTP(httptest.NewRecorder(), r)
+			for k, want := range map[string][]string{
+				"X-Forwarded-For": tt.wantXFF, "X-Real-Ip": tt.wantIP, "True-Client-Ip": tt.wantTCI,
+				"X-Forwarded-Host": {"api.example.com"}, "X-Forwarded-Proto": {"https"},
+				"Cf-Connecting-Ip": tt.header["Cf-Connecting-Ip"],
+				"X-Original-Url":   nil, "X-Rewrite-Url": nil, "X-Forwarded-Port": nil, "X-Client-Ip": nil,
+				"Forwarded": nil, "X-Forwarded-Server": nil,
+			} {
+				if got := o.got.Header[k]; !slices.Equal(got, want) {
+					t.Errorf("the origin got %s %q, want %q", k, got, want)
+				}
+			}
+			if v := r.Header["X-Original-Url"]; !slices.Equal(v, forged["X-Original-Url"]) {
+				t.Errorf("the incoming request's header changed: X-Original-Url %q", v)
+			}
+		})
+	}
+}
+
 // TestSetCookies: each Set-Cookie value, split at its commas as syumai
 // splits them (JavaScript gives every cookie on its own), is one cookie
 // again, and no comma inside one starts another.

@@ -926,4 +926,26 @@ func TestWorkerdForwardedRequest(t *testing.T) {
 			}
 		})
 	}
+	// The client's address and the Worker's host reach the origin as the
+	// Worker set them, and forwarding headers the client made up do not.
+	t.Run("forwarding", func(t *testing.T) {
+		req, _ := http.NewRequest("GET", w.URL+originPath+"echo/cheap", nil)
+		req.Header.Set("X-API-Key", randomKey(t))
+		req.Header.Set("CF-Connecting-IP", "203.0.113.78")
+		req.Header.Set("X-Forwarded-For", "10.9.9.9")
+		for _, k := range []string{"X-Original-URL", "X-Forwarded-Host", "X-Forwarded-Port", "X-Client-IP", "X-Real-IP", "Forwarded"} {
+			req.Header.Set(k, "forged")
+		}
+		got := echoed(t, client, req)
+		host := strings.TrimPrefix(w.URL, "http://")
+		for k, want := range map[string][]string{
+			"X-Real-Ip": {"203.0.113.78"}, "X-Forwarded-For": {"10.9.9.9, 203.0.113.78"},
+			"X-Forwarded-Host": {host}, "X-Forwarded-Proto": {"http"},
+			"X-Original-Url": nil, "X-Forwarded-Port": nil, "X-Client-Ip": nil, "Forwarded": nil,
+		} {
+			if v := got.Header[k]; !slices.Equal(v, want) {
+				t.Errorf("the origin got %s %q, want %q", k, v, want)
+			}
+		}
+	})
 }

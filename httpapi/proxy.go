@@ -73,7 +73,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			for k := range pr.Out.Header {
 				// ReverseProxy drops only Forwarded and X-Forwarded-For,
 				// -Host and -Proto; an origin may read the others.
-				if !fromProxy && clientHeader(k) {
+				if !fromProxy && ClientHeader(k) {
 					delete(pr.Out.Header, k)
 				}
 			}
@@ -143,7 +143,7 @@ func ParseOrigin(s string) (*url.URL, error) {
 // connected, or what it asked for before a rewrite (X-Original-URL, which
 // some origins serve instead of the request line: from a client, a path
 // the pre-filter did not price); with every X-Forwarded-* header, they are
-// dropped when the peer is not a trusted proxy.
+// dropped when the peer is not a trusted proxy (ClientHeader).
 var clientHeaders = map[string]bool{
 	"X-Forwarded":              true,
 	"X-Real-Ip":                true,
@@ -161,9 +161,13 @@ var clientHeaders = map[string]bool{
 	"X-Host":                   true,
 }
 
-// clientHeader reports whether the canonical header name k is one of
-// clientHeaders or an X-Forwarded-* header.
-func clientHeader(k string) bool {
+// ClientHeader reports whether the canonical header name k is a
+// forwarding header: one by which a proxy tells the origin who the client
+// is, how it connected or what it asked for before a rewrite (X-Real-IP,
+// X-Forwarded-*, X-Original-URL, ...; not Forwarded, which
+// httputil.ReverseProxy handles itself). From a client, such a header is
+// forged. The Worker's proxy drops them too.
+func ClientHeader(k string) bool {
 	return strings.HasPrefix(k, "X-Forwarded-") || clientHeaders[k]
 }
 
