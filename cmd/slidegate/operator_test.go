@@ -874,6 +874,48 @@ func TestServeFullDuplex(t *testing.T) {
 	}
 }
 
+// TestServeUnreadBodyKeepsConnection: a request whose body the origin did
+// not read (it was down, or answered first) leaves the client's
+// connection usable. With full duplex on, Go's server read the rest of
+// the body after the handler had returned, and panicked on the next read
+// of the connection ("invalid concurrent Body.Read call", golang/go#68560):
+// a WARN with a stack per such request, and the connection cut.
+func TestServeUnreadBodyKeepsConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close()
+	early := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusRequestEntityTooLarge) // without reading the body
+	}))
+	t.Cleanup(early.Close)
+	for _, tt := range []struct {
+		name, origin string
+		status       int
+		body         string
+	}{
+		{"origin down", down, http.StatusBadGateway, "a=1"},
+		{"origin answers first", early.URL, http.StatusRequestEntityTooLarge, strings.Repeat("x", 64<<10)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &testenv.Buffer{}
+			base, _ := serveLogging(t, logs, "--config", operatorConfig(t, ""), "--origin", tt.origin)
+			w := dial(t, strings.TrimPrefix(base, "http://"))
+			for i := range 2 {
+				w.send(fmt.Sprintf("POST /upload HTTP/1.1\r\nHost: front.test\r\nX-API-Key: %s\r\nContent-Length: %d\r\n\r\n%s", bigKey, len(tt.body), tt.body))
+				if res, body := w.response("POST"); res.StatusCode != tt.status {
+					t.Fatalf("request %d: %d %s, want %d", i+1, res.StatusCode, body, tt.status)
+				}
+			}
+			if strings.Contains(logs.String(), "panic") {
+				t.Errorf("the server panicked:\n%s", logs)
+			}
+		})
+	}
+}
+
 // TestServeUnderscoreHeaders: to an origin that reads headers CGI-style
 // (WSGI, Rack, PHP), X_API_KEY is X-API-Key. slidegate does not read it
 // as a key, so a client whose key has used its quota could send it so,

@@ -314,10 +314,21 @@ func logEvictions(log *slog.Logger, mems []*memstore.Store, last uint64) uint64 
 // Go's HTTP/1 server reads the rest of the body before the answer's
 // header, and a client that waits for the answer before it sends more
 // waits for ever.
+//
+// The body is closed before the handler returns. In full duplex, Go's
+// server leaves a body the handler did not read to its own Close after the
+// handler (golang/go#68560): reading the rest then starts the connection's
+// watch for the next request after the server has stopped it, and the
+// server panicked on its next read of the connection. A body the origin
+// did not read (it was down, or answered first) cut every such client's
+// connection, with a stack in the log. Closed here, the body is read as
+// without full duplex: up to 256 KiB of the rest, or the connection is
+// closed.
 func fullDuplex(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/2 is full duplex already
 		next.ServeHTTP(w, r)
+		_ = r.Body.Close()
 	})
 }
 
