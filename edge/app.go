@@ -29,6 +29,8 @@ const (
 // Errors of the Worker's setup.
 var (
 	ErrOrigin = errors.New("edge: ORIGIN_URL must be empty, \"self\" or an absolute http(s) URL without query")
+	// ErrConfig wraps what is wrong with SLIDEGATE_CONFIG.
+	ErrConfig = errors.New("edge: " + varConfig)
 )
 
 // env is what the Worker reads from its variables.
@@ -111,7 +113,7 @@ type logger interface {
 func newHandler(e env, d deps) (http.Handler, error) {
 	cfg, err := loadConfig(e.config, d.Configs)
 	if err != nil {
-		return nil, fmt.Errorf("edge: %s: %w", varConfig, err)
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	next, err := originHandler(e.Origin, d.Transport)
 	if err != nil {
@@ -150,12 +152,25 @@ func clientIP(r *http.Request) (netip.Addr, bool) {
 	return a.Unmap(), true
 }
 
-// failed answers every request with a 500 naming the setup error: a Worker
-// with a broken configuration should say why, not crash.
+// failed answers every request with a 500 naming the variable or binding
+// whose setup failed, and logs the error: a Worker with a broken
+// configuration should say why, not crash. The error itself stays in the
+// log, as it may quote a value (a key pasted into the wrong place of
+// SLIDEGATE_CONFIG, a token in ORIGIN_URL), and the 500 goes to anyone.
 func failed(err error, log logger) http.Handler {
 	log.Error("edge: setup failed", "err", err)
+	detail := "the Worker's setup failed"
+	switch {
+	case errors.Is(err, ErrConfig):
+		detail = varConfig + " is invalid"
+	case errors.Is(err, ErrOrigin):
+		detail = varOrigin + " is invalid"
+	case errors.Is(err, workerskv.ErrBinding):
+		detail = "the KV binding " + kvBinding + " is missing"
+	}
+	detail += "; the Worker's log (wrangler tail) has the error"
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		httpapi.WriteProblem(w, http.StatusInternalServerError, "slidegate is misconfigured", err.Error())
+		httpapi.WriteProblem(w, http.StatusInternalServerError, "slidegate is misconfigured", detail)
 	})
 }
 

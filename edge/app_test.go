@@ -495,14 +495,52 @@ func TestNewHandlerConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	t.Run("failed handler says why", func(t *testing.T) {
-		h := failed(errors.New("edge: SLIDEGATE_CONFIG: bad"), slog.New(slog.DiscardHandler))
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-		if w.Code != 500 || !strings.Contains(w.Body.String(), "SLIDEGATE_CONFIG") {
-			t.Errorf("failed handler: %d %s", w.Code, w.Body.String())
-		}
-	})
+}
+
+// TestFailedNamesWhatNotTheValue: a Worker whose setup failed answers
+// every client, on every path, with a 500 that names the variable or
+// binding at fault; the error, which may quote a secret from
+// SLIDEGATE_CONFIG or ORIGIN_URL, goes to the log only.
+func TestFailedNamesWhatNotTheValue(t *testing.T) {
+	tests := []struct {
+		name, want, secret string
+		e                  env
+		err                error // instead of newHandler's
+	}{
+		{"raw key as api_keys", varConfig, "LEAKCANARY", env{Config: text(`{"api_keys": "sk_live_LEAKCANARY123"}`)}, nil},
+		{"raw key as plan name", varConfig, "LEAKCANARY", env{Config: text(`{"api_keys": {"0c8abe0df2f8048e8fe4d9c5cec98da5f0d0bac101bc5b9f9a9801a43a57a5f4": "sk_live_LEAKCANARY123"}}`)}, nil},
+		{"numeric check_token", varConfig, "98765432123456789", env{Config: text(`{"check_token": 98765432123456789}`)}, nil},
+		{"origin password, bad escape", varOrigin, "originSECRET", env{Origin: "https://svc:originSECRET%zz@origin.example"}, nil},
+		{"origin query token", varOrigin, "originSECRET", env{Origin: "https://origin.example/?token=originSECRET"}, nil},
+		{"no KV binding", kvBinding, "", env{}, fmt.Errorf("%w: %q", workerskv.ErrBinding, kvBinding)},
+		{"other", "setup failed", "x-secret", env{}, errors.New("x-secret")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.err
+			if err == nil {
+				if _, err = newHandler(tt.e, testDeps(t, nil)); err == nil {
+					t.Fatal("newHandler accepted it")
+				}
+			}
+			var logs strings.Builder
+			h := failed(err, slog.New(slog.NewJSONHandler(&logs, nil)))
+			for _, path := range []string{"/", "/v1/check", "/anything"} {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+				body := w.Body.String()
+				if w.Code != 500 || w.Header().Get("Content-Type") != "application/problem+json" || !strings.Contains(body, tt.want) {
+					t.Errorf("GET %s: %d %s, want a 500 problem+json naming %s", path, w.Code, body, tt.want)
+				}
+				if tt.secret != "" && strings.Contains(body, tt.secret) {
+					t.Errorf("GET %s: the public 500 holds the secret: %s", path, body)
+				}
+			}
+			if msg := err.Error(); !strings.Contains(logs.String(), msg[:min(len(msg), 20)]) {
+				t.Errorf("the log lacks the error %q: %s", err, logs.String())
+			}
+		})
+	}
 }
 
 func TestNewHandlerServesCheckAPIWithoutOrigin(t *testing.T) {
