@@ -253,7 +253,7 @@ func forwarding(h http.Header, r *http.Request) {
 		switch {
 		case len(xff) == 0:
 			xff = []string{s}
-		case !lastHop(xff, ip):
+		case !httpapi.LastHop(xff, ip):
 			// One line, as httputil.ReverseProxy writes it.
 			xff = []string{strings.Join(xff, ", ") + ", " + s}
 		}
@@ -269,20 +269,6 @@ func forwarding(h http.Header, r *http.Request) {
 	if r.URL.Scheme == "http" || r.URL.Scheme == "https" {
 		h["X-Forwarded-Proto"] = []string{r.URL.Scheme}
 	}
-}
-
-// lastHop reports whether the last address of the X-Forwarded-For field
-// lines xff is ip.
-func lastHop(xff []string, ip netip.Addr) bool {
-	if len(xff) == 0 {
-		return false
-	}
-	v := xff[len(xff)-1]
-	if i := strings.LastIndexByte(v, ','); i >= 0 {
-		v = v[i+1:]
-	}
-	a, err := netip.ParseAddr(textproto.TrimString(v))
-	return err == nil && a.Unmap() == ip
 }
 
 // addHeader adds the origin's fields in src to dst as the origin sent

@@ -62,8 +62,8 @@ type Options struct {
 	Next http.Handler
 	// ClientIP returns the client address the platform reports
 	// (CF-Connecting-IP, requestContext.http.sourceIp). Nil, or a false
-	// second result, means the socket peer, or X-Forwarded-For when the
-	// peer is a trusted proxy.
+	// second result, means the socket peer. Either way, when that address
+	// is a trusted proxy, the client is read from X-Forwarded-For.
 	ClientIP func(*http.Request) (netip.Addr, bool)
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time

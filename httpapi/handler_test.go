@@ -487,6 +487,23 @@ func TestClientIPOption(t *testing.T) {
 	if w := f.do(req{remote: "198.51.100.77:1"}); w.Code != 200 {
 		t.Errorf("fallback: %d", w.Code)
 	}
+	// A platform IP that is a trusted proxy (testConfig trusts
+	// 10.0.0.0/8; CloudFront in front of a Lambda, say) is no client: the
+	// client is read from X-Forwarded-For, which ends in the proxy.
+	behind := func(client string) int {
+		return f.do(req{remote: "10.1.1.3:1", header: map[string]string{"CF-Connecting-IP": "10.0.0.9", "X-Forwarded-For": "1.2.3.4, " + client + ", 10.0.0.9"}}).Code
+	}
+	for i := range 3 {
+		if code := behind("198.51.100.20"); code != 200 {
+			t.Fatalf("request %d behind a trusted proxy: %d, want 200", i+1, code)
+		}
+	}
+	if code := behind("198.51.100.20"); code != 429 {
+		t.Errorf("fourth request of one client behind a trusted proxy: %d, want 429", code)
+	}
+	if code := behind("198.51.100.21"); code != 200 {
+		t.Errorf("another client behind the same proxy: %d, want 200 (counted as the proxy?)", code)
+	}
 }
 
 // TestIPLimitsFirst: ip_limits apply before the plan, to keyed clients too,

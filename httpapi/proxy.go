@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
@@ -81,6 +82,11 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 				pr.Out.Header["X-Forwarded-For"] = slices.Clone(pr.In.Header["X-Forwarded-For"])
 			}
 			pr.SetXForwarded()
+			if xff := pr.In.Header["X-Forwarded-For"]; fromProxy && LastHop(xff, peer) {
+				// The proxy wrote the peer's address already, as API
+				// Gateway does with the Lambda's sourceIp.
+				pr.Out.Header["X-Forwarded-For"] = []string{strings.Join(xff, ", ")}
+			}
 			if fromProxy {
 				for _, k := range [...]string{"X-Forwarded-Host", "X-Forwarded-Proto"} {
 					if v := pr.In.Header[k]; len(v) > 0 {
@@ -169,6 +175,20 @@ var clientHeaders = map[string]bool{
 // forged. The Worker's proxy drops them too.
 func ClientHeader(k string) bool {
 	return strings.HasPrefix(k, "X-Forwarded-") || clientHeaders[k]
+}
+
+// LastHop reports whether the last address of the X-Forwarded-For field
+// lines xff is ip.
+func LastHop(xff []string, ip netip.Addr) bool {
+	if len(xff) == 0 {
+		return false
+	}
+	v := xff[len(xff)-1]
+	if i := strings.LastIndexByte(v, ','); i >= 0 {
+		v = v[i+1:]
+	}
+	a, err := netip.ParseAddr(textproto.TrimString(v))
+	return err == nil && a.Unmap() == ip
 }
 
 // forwardedFor returns the Forwarded element (RFC 7239) of a hop from

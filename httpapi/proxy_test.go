@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -91,19 +92,24 @@ func TestProxyForwardedHeaders(t *testing.T) {
 	p := NewProxy(u, nil, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32")})
 	const fwd = `for="[2001:db8:cafe::17]";proto=https, for=_hidden`
 	for _, tc := range []struct {
-		peer                   string
+		peer, in               string // in: the X-Forwarded-For sent; empty means 203.0.113.7
 		xff, fwd, proto, fhost string
 	}{
 		// trusted balancers
-		{"10.0.0.1:5000", "203.0.113.7, 10.0.0.1", fwd + "|for=10.0.0.1", "https", "api.example.com"},
-		{"[2001:db8::5]:5000", "203.0.113.7, 2001:db8::5", fwd + `|for="[2001:db8::5]"`, "https", "api.example.com"},
+		{"10.0.0.1:5000", "", "203.0.113.7, 10.0.0.1", fwd + "|for=10.0.0.1", "https", "api.example.com"},
+		{"[2001:db8::5]:5000", "", "203.0.113.7, 2001:db8::5", fwd + `|for="[2001:db8::5]"`, "https", "api.example.com"},
+		// ... that wrote their peer's address already (API Gateway's
+		// sourceIp, for the Lambda): not twice
+		{"10.0.0.1:5000", "203.0.113.7, 10.0.0.1", "203.0.113.7, 10.0.0.1", fwd + "|for=10.0.0.1", "https", "api.example.com"},
+		{"[2001:db8::5]:5000", "203.0.113.7,2001:DB8:0::5", "203.0.113.7,2001:DB8:0::5", fwd + `|for="[2001:db8::5]"`, "https", "api.example.com"},
 		// a client forging them
-		{"198.51.100.9:5000", "198.51.100.9", "", "http", "slidegate.test"},
-		{"[2001:db9::9]:5000", "2001:db9::9", "", "http", "slidegate.test"},
+		{"198.51.100.9:5000", "", "198.51.100.9", "", "http", "slidegate.test"},
+		{"[2001:db9::9]:5000", "", "2001:db9::9", "", "http", "slidegate.test"},
+		{"198.51.100.9:5000", "198.51.100.9", "198.51.100.9", "", "http", "slidegate.test"},
 	} {
 		r := httptest.NewRequest("GET", "http://slidegate.test/v1/items", nil)
 		r.RemoteAddr = tc.peer
-		r.Header.Set("X-Forwarded-For", "203.0.113.7")
+		r.Header.Set("X-Forwarded-For", cmp.Or(tc.in, "203.0.113.7"))
 		r.Header.Set("X-Forwarded-Proto", "https")
 		r.Header.Set("X-Forwarded-Host", "api.example.com")
 		r.Header.Set("Forwarded", fwd)

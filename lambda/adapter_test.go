@@ -252,6 +252,57 @@ func TestFixturesThroughHandler(t *testing.T) {
 	}
 }
 
+// TestTrustedSourceIP: a Lambda behind CloudFront sees CloudFront as its
+// sourceIp. Listed in trusted_proxies, it is not the client of everyone it
+// forwards: each client, read from X-Forwarded-For (which API Gateway ends
+// with the sourceIp), has its own quota, and the origin gets the chain
+// without the sourceIp twice.
+func TestTrustedSourceIP(t *testing.T) {
+	var xff []string
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		xff = r.Header.Values("X-Forwarded-For")
+	}))
+	t.Cleanup(origin.Close)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`{
+		"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": "24h"}]}},
+		"identity": {"trusted_proxies": ["203.0.113.0/24"]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(u, nil, cfg.Identity.Prefixes()), ClientIP: sourceIP,
+		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := Adapt(h)
+	from := func(client string) events.LambdaFunctionURLResponse {
+		ev := event(t, "httpapi-get.json") // sourceIp 203.0.113.7
+		ev.Headers["x-forwarded-for"] = client + ", 203.0.113.7"
+		res, err := handle(context.Background(), ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for i := range 3 {
+		if res := from("198.51.100.1"); res.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i+1, res.StatusCode, res.Body)
+		}
+	}
+	if want := []string{"198.51.100.1, 203.0.113.7"}; !slices.Equal(xff, want) {
+		t.Errorf("the origin got X-Forwarded-For %q, want %q", xff, want)
+	}
+	check429(t, from("198.51.100.1"))
+	if res := from("198.51.100.2"); res.StatusCode != http.StatusOK {
+		t.Errorf("another client behind the same proxy: %d, want 200 (counted as the proxy?)", res.StatusCode)
+	}
+}
+
 // check429 asserts a 429 with the rate-limit headers and a problem+json body.
 func check429(t *testing.T, res events.LambdaFunctionURLResponse) {
 	t.Helper()
