@@ -63,7 +63,8 @@ type Config struct {
 	// counter store fails or does not answer within StoreTimeout. Empty
 	// means "allow".
 	OnStoreError string `json:"on_store_error"`
-	// StoreTimeout bounds each limiter call, as a Go duration ("50ms").
+	// StoreTimeout bounds the store calls of one request together (one
+	// deadline for its ip_limits and plan checks), as a Go duration ("50ms").
 	// Empty means 50ms.
 	StoreTimeout string `json:"store_timeout"`
 	// CheckToken, when set, is the bearer token that POST /v1/check
