@@ -119,6 +119,9 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p, ok := next.(*proxy); ok {
+		p.log = d.Logger
+	}
 	h, err := httpapi.New(httpapi.Options{
 		Config: cfg, Validated: true, // loadConfig's are
 		Store: d.Store, Local: d.Local, Next: next,
@@ -200,6 +203,7 @@ func originHandler(spec string, rt http.RoundTripper) (http.Handler, error) {
 type proxy struct {
 	base *url.URL // nil: the request's own URL
 	rt   http.RoundTripper
+	log  httpapi.Logger // nil: origin errors are not logged
 }
 
 // hopHeaders are connection-level headers that are not forwarded, besides
@@ -445,6 +449,15 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	forwarding(out.Header, r)
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
+		// Logged as the local server's proxy logs it: an origin that
+		// failed at ERROR, a client that went away at INFO.
+		switch {
+		case p.log == nil:
+		case r.Context().Err() != nil:
+			p.log.InfoContext(r.Context(), "client went away before the origin answered", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
+		default:
+			p.log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "status", http.StatusBadGateway, "method", r.Method, "path", r.URL.Path)
+		}
 		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")
 		return
 	}

@@ -447,12 +447,38 @@ func TestProxy(t *testing.T) {
 			}
 		})
 	}
+	// An origin that fails is logged at ERROR, as by the local server's
+	// proxy; a client that went away first, at INFO.
 	t.Run("origin down", func(t *testing.T) {
-		h, _ := originHandler("https://origin.example.com", &fakeOrigin{err: errors.New("connection refused")})
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest("GET", "https://w.example.com/x", nil))
-		if w.Code != http.StatusBadGateway || w.Header().Get("Content-Type") != "application/problem+json" {
-			t.Errorf("origin down: %d %s, want 502 problem+json", w.Code, w.Header().Get("Content-Type"))
+		for _, gone := range []bool{false, true} {
+			var logs strings.Builder
+			e := env{Origin: "https://origin.example.com"}
+			d := testDeps(t, nil)
+			d.Transport = &fakeOrigin{err: errors.New("connection refused")}
+			d.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+			h, err := newHandler(e, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest("GET", "https://w.example.com/x?api_key=secret", nil)
+			r.Header.Set("CF-Connecting-IP", "203.0.113.7")
+			if gone {
+				ctx, cancel := context.WithCancel(r.Context())
+				cancel()
+				r = r.WithContext(ctx)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != http.StatusBadGateway || w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("origin down: %d %s, want 502 problem+json", w.Code, w.Header().Get("Content-Type"))
+			}
+			want := `"level":"ERROR","msg":"origin error","error":"connection refused","status":502,"method":"GET","path":"/x"`
+			if gone {
+				want = `"level":"INFO","msg":"client went away before the origin answered","error":"connection refused","method":"GET","path":"/x"`
+			}
+			if !strings.Contains(logs.String(), want) || strings.Contains(logs.String(), "secret") {
+				t.Errorf("client gone %t: logs\n%s\nwant a line with %s and no query", gone, logs.String(), want)
+			}
 		}
 	})
 }
