@@ -32,7 +32,9 @@ type denyShard struct {
 
 // denial is what the cache knows of one identity under one rule set. An
 // identity checked with several rule sets (an anonymous client's ip_limits
-// and its plan, both on its IP) has one denial per set, chained.
+// and its plan, both on its IP) has one denial per set, chained. A denial
+// is dropped when a request of another set that shares a counter with it
+// goes to the store (answer).
 type denial struct {
 	next  *denial
 	until int64 // Unix nanos: a cost-1 request is admitted from then on
@@ -73,13 +75,18 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, o
 		return window.Decision{}, false
 	}
 	sh.mu.Lock()
-	d := sh.find(id, rules)
-	if d == nil {
-		sh.mu.Unlock()
-		return window.Decision{}, false
+	head := sh.m[id]
+	d := head
+	for d != nil && !d.matches(rules) {
+		d = d.next
 	}
-	if now.UnixNano() >= d.until {
-		c.unlink(sh, id, d)
+	if d == nil || now.UnixNano() >= d.until {
+		// The request goes to the store, which may count it. A denial of
+		// id under another rule set that shares a counter with these
+		// rules (a check API request naming another plan: plans share
+		// "minute" and "day") would not see that count, and would answer
+		// later with too short a wait: it goes, with d if d expired.
+		c.dropSharing(sh, id, head, rules)
 		sh.mu.Unlock()
 		return window.Decision{}, false
 	}
@@ -119,19 +126,27 @@ func (sh *denyShard) find(id string, rules []Rule) *denial {
 	return nil
 }
 
-// forget drops what the cache remembers of id under rules: a cost taken
-// back (Limiter.Refund) may have been what the remembered denial was
-// decided on.
+// forget drops what the cache remembers of id under rules and under every
+// set that shares a counter with them: a cost taken back (Limiter.Refund)
+// may have been what a remembered denial was decided on.
 func (c *denyCache) forget(id string, rules []Rule) {
 	sh := c.shard(id)
 	if sh.n.Load() == 0 {
 		return
 	}
 	sh.mu.Lock()
-	if d := sh.find(id, rules); d != nil {
-		c.unlink(sh, id, d)
-	}
+	c.dropSharing(sh, id, sh.m[id], rules)
 	sh.mu.Unlock()
+}
+
+// dropSharing unlinks, from id's chain starting at head, every denial that
+// shares a counter with rules.
+func (c *denyCache) dropSharing(sh *denyShard, id string, head *denial, rules []Rule) {
+	for p := head; p != nil; p = p.next {
+		if p.shares(rules) {
+			c.unlink(sh, id, p)
+		}
+	}
 }
 
 // unlink removes d from id's chain, and id when the chain is empty.
@@ -166,6 +181,20 @@ func (d *denial) matches(rules []Rule) bool {
 		}
 	}
 	return true
+}
+
+// shares reports whether d counts on a counter of rules: a rule of the
+// same name and period (its limit may differ).
+func (d *denial) shares(rules []Rule) bool {
+	for i := range d.n {
+		s := &d.rules[i]
+		for _, r := range rules {
+			if s.name == r.Name && s.period == r.Period {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // remember records that id was denied at now on the counts prev[i] and

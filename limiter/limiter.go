@@ -65,12 +65,11 @@ type Options struct {
 	CountDenied bool
 	// DisableDenyCache makes every check reach the store. By default an
 	// identity that shared rules found blocked is answered from memory
-	// until its RetryAfter. The cache assumes that the rule sets an
-	// identity is checked with are equal or share no rule (as the HTTP
-	// layer's are: config refuses a plan limit named like an ip_limits
-	// one): a set's cached denial does not see counts that another set
-	// sharing a rule adds, and could answer with too short a wait. Turn
-	// it off for overlapping sets.
+	// until its RetryAfter. An identity may be checked with several rule
+	// sets, overlapping or not (a plan, and another plan named in a check
+	// API request): a set's remembered denial is dropped when a request
+	// of another set that shares one of its counters (a rule of the same
+	// name and period) goes to the store.
 	DisableDenyCache bool
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.

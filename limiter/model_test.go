@@ -302,7 +302,8 @@ type modelConfig struct {
 	denySize      int
 	countDenied   bool
 	pool          []Rule
-	sets          [][]Rule // pairwise disjoint, as ip_limits and a plan are
+	sets          [][]Rule // the first disjoint are pairwise disjoint, as ip_limits and a plan are
+	disjoint      int      // any set after them shares counters with them (genConfig)
 	ids           int
 	start         time.Time
 }
@@ -375,6 +376,27 @@ func genConfig(src source) modelConfig {
 		k := min(1+src.intn(MaxRules), len(rest))
 		c.sets = append(c.sets, rest[:k])
 		rest = rest[k:]
+	}
+	c.disjoint = len(c.sets)
+	if src.intn(2) == 0 {
+		// A set that shares counters with another: its rules of the same
+		// name and period with other limits, as two plans' "minute"
+		// rules are (a check API request may name a plan other than its
+		// key's), and maybe a rule of a third set.
+		b := src.intn(len(c.sets))
+		var o []Rule
+		for _, r := range c.sets[b] {
+			if src.intn(3) != 0 {
+				r.Limit = 1 + int64(src.intn(6))
+				o = append(o, r)
+			}
+		}
+		if x := src.intn(len(c.sets)); x != b && len(o) < MaxRules && src.intn(2) == 0 {
+			o = append(o, c.sets[x][0])
+		}
+		if len(o) > 0 {
+			c.sets = append(c.sets, o)
+		}
 	}
 	return c
 }
@@ -721,9 +743,10 @@ func modelCheck(t testing.TB, label string, c modelConfig, ops []modelOp) {
 // and rule by rule, and after each operation every count a rule can read,
 // with the model above.
 //
-// The rule sets one identity is checked with are equal or disjoint, as
-// the HTTP layer's are (ip_limits' names are unique among a plan's): the
-// deny cache relies on it. Eviction (every identity in one shard of a
+// Besides disjoint rule sets (ip_limits and a plan), a configuration may
+// have a set that shares counters with them under other limits (two
+// plans' "minute" rules, when a check API request names a plan other than
+// its key's). Eviction (every identity in one shard of a
 // NewLimited(1) store, so that each new one evicts the last) runs without
 // the deny cache, which may remember a denial on counts evicted since:
 // stricter than the store, by design.
@@ -765,6 +788,53 @@ func FuzzModel(f *testing.F) {
 			modelCheck(t, "fuzz input", c, ops)
 		}
 	})
+}
+
+// TestDenyCacheOverlappingSets: one identity checked under two plans whose
+// "minute" rules share a counter with other limits (a check API request
+// naming a plan other than its key's). A denial remembered under one plan
+// goes when the other plan's requests reach the store, or a refund under
+// it takes cost back: answered from the cache, it gave too short a wait
+// (found by the parity test: Retry-After 24 where the store said 42).
+func TestDenyCacheOverlappingSets(t *testing.T) {
+	free, pro := rule("minute", 3, time.Minute), rule("minute", 10, time.Minute)
+	cached, store := New(Options{}), New(Options{DisableDenyCache: true})
+	both := func(at time.Time, r Rule) (got, want Result) {
+		t.Helper()
+		return check(t, cached, at, "k", 1, r), check(t, store, at, "k", 1, r)
+	}
+	for range 5 {
+		both(t0, pro)
+	}
+	if got, _ := both(t0, free); got.Allowed || got.Cached {
+		t.Fatalf("setup: free check allowed %t, cached %t; want a denial from the store", got.Allowed, got.Cached)
+	}
+	for range 5 {
+		both(t0, pro)
+	}
+	got, want := both(t0.Add(30*time.Second), free)
+	if got.Decision != want.Decision {
+		t.Errorf("after the other plan's requests:\n\tgot  %+v (cached %t)\n\twant %+v", got.Decision, got.Cached, want.Decision)
+	}
+	// A refund under pro takes back cost the free denial was decided on:
+	// the free check is admitted again.
+	later := t0.Add(2 * time.Hour) // buckets of their own
+	var at [2]time.Time
+	for range 3 {
+		got, want := both(later, pro)
+		at = [2]time.Time{got.At, want.At}
+	}
+	if got, _ := both(later, free); got.Allowed {
+		t.Fatal("setup: the free check was admitted on 3 of 3")
+	}
+	for i, l := range []*Limiter{cached, store} {
+		if err := l.Refund(ctx, at[i], "k", []Rule{pro}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := both(later, free); got.Decision != want.Decision || !want.Allowed {
+		t.Errorf("after a refund under the other plan:\n\tgot  %+v (cached %t)\n\twant %+v", got.Decision, got.Cached, want.Decision)
+	}
 }
 
 // TestCachedDenialCountsNothing: a denial the deny cache answers reports
