@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidegate/slidegate/config"
@@ -315,22 +316,72 @@ func logEvictions(log *slog.Logger, mems []*memstore.Store, last uint64) uint64 
 // header, and a client that waits for the answer before it sends more
 // waits for ever.
 //
-// The body is closed before the handler returns. In full duplex, Go's
-// server leaves a body the handler did not read to its own Close after the
-// handler (golang/go#68560): reading the rest then starts the connection's
-// watch for the next request after the server has stopped it, and the
-// server panicked on its next read of the connection. A body the origin
-// did not read (it was down, or answered first) cut every such client's
-// connection, with a stack in the log. Closed here, the body is read as
-// without full duplex: up to 256 KiB of the rest, or the connection is
-// closed.
+// An answer that starts before the request's body was read to its end
+// (the origin was down, or answered first) closes the connection. In full
+// duplex Go's server reads the rest of such a body after the handler, and
+// then panicked on its next read of a connection kept alive ("invalid
+// concurrent Body.Read call", golang/go#68560): a stack in the log and the
+// connection cut, for every such request. Reading the rest in the handler
+// instead would wait for a client that waits for the answer first (one
+// that sent Expect: 100-continue, or streams). Go's server closes the
+// connection in the same case without full duplex when more than 256 KiB
+// are left, or for Expect: 100-continue.
 func fullDuplex(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/2 is full duplex already
-		next.ServeHTTP(w, r)
-		_ = r.Body.Close()
+		if r.ProtoMajor != 1 || r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		b := &eofBody{ReadCloser: r.Body}
+		r = r.WithContext(r.Context()) // a copy, for its own Body
+		r.Body = b
+		next.ServeHTTP(&closeUnread{ResponseWriter: w, body: b}, r)
 	})
 }
+
+// eofBody records whether a request body was read to its end.
+type eofBody struct {
+	io.ReadCloser
+	eof atomic.Bool // read by the handler, set by the transport's goroutine
+}
+
+func (b *eofBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.eof.Store(true)
+	}
+	return n, err
+}
+
+// closeUnread asks the server to close the connection after an answer
+// that starts before its request's body was read to the end (fullDuplex).
+type closeUnread struct {
+	http.ResponseWriter
+	body  *eofBody
+	wrote bool
+}
+
+func (w *closeUnread) WriteHeader(code int) {
+	if code >= 200 && !w.wrote {
+		w.wrote = true
+		if !w.body.eof.Load() {
+			w.Header().Set("Connection", "close")
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *closeUnread) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (Flush,
+// Hijack, deadlines).
+func (w *closeUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func orNone(u *url.URL) string {
 	if u == nil {
