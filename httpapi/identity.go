@@ -56,13 +56,36 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 	return false
 }
 
+// hashKey writes the hex SHA-256 of key to out. A key with commas is
+// hashed as its comma-separated elements trimmed of the white space
+// around them (RFC 9110 5.6.1's OWS) and joined with ",": a key sent on two
+// lines, k1 and k2, is "k1,k2" to the local server, "k1,k2" to the Lambda
+// (API Gateway joins lines with ",") and "k1, k2" to a Worker (JavaScript
+// joins them with ", "), and must be one client on all three.
 func hashKey(key string, out *[64]byte) {
+	if strings.IndexByte(key, ',') >= 0 {
+		key = joinElements(key)
+	}
 	// Sum256 neither keeps nor changes its argument, so it reads the
 	// key's bytes where they are: []byte(key) copied every key longer
 	// than 32 bytes, an allocation per request for a typical key and 100
 	// KB for a 100 KB one.
 	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(key), len(key)))
 	hex.Encode(out[:], sum[:])
+}
+
+// joinElements returns the comma-separated elements of v, each trimmed of
+// spaces and tabs, joined with ",".
+func joinElements(v string) string {
+	b := make([]byte, 0, len(v))
+	for {
+		e, rest, more := strings.Cut(v, ",")
+		b = append(b, strings.Trim(e, " \t")...)
+		if !more {
+			return string(b)
+		}
+		b, v = append(b, ','), rest
+	}
 }
 
 // HashKey returns the lower-case hex SHA-256 of an API key: what

@@ -224,7 +224,13 @@ func TestAPIKeyForms(t *testing.T) {
 		{"bearer", http.Header{"Authorization": {"bearer abc"}}, k("bearer abc")},
 		{"Basic", http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, k("Basic dXNlcjpwYXNz")},
 		{"no scheme", http.Header{"Authorization": {"abc"}}, k("abc")},
-		{"Digest with commas", http.Header{"Authorization": {`Digest username="u", realm="r"`}}, k(`Digest username="u", realm="r"`)},
+		{"Digest with commas", http.Header{"Authorization": {`Digest username="u", realm="r"`}}, k(`Digest username="u",realm="r"`)},
+		// Lines joined as a Worker gets them (JavaScript joins them with
+		// ", "), with white space around elements, empty elements.
+		{"comma and space", http.Header{"X-API-Key": {"a, b"}}, k("a,b")},
+		{"spaces and tabs around elements", http.Header{"X-API-Key": {"a \t,\t b ,c"}}, k("a,b,c")},
+		{"lines with spaces", http.Header{"X-API-Key": {"a ", " b, c"}}, k("a,b,c")},
+		{"empty elements", http.Header{"X-API-Key": {" , a,"}}, k(",a,")},
 		{"non-ASCII", http.Header{"X-API-Key": {"clé-ключ-鍵"}}, k("clé-ключ-鍵")},
 		{"Latin-1 bytes", http.Header{"X-API-Key": {"cl\xe9"}}, k("cl\xe9")},
 		{"100 KB", http.Header{"X-API-Key": {big}}, k(big)},
@@ -260,7 +266,8 @@ func TestAPIKeysDistinct(t *testing.T) {
 		{"header does not matter", key("Bearer abc"), auth("Bearer abc"), true},
 		{"lines are not the first line", key("a", "b"), key("a"), false},
 		{"lines are their joined value", key("a", "b"), key("a,b"), true},
-		{"joined with no space", key("a", "b"), key("a, b"), false},
+		{"space after the comma", key("a", "b"), key("a, b"), true},
+		{"a comma is no space", key("a,b"), key("a b"), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
