@@ -812,3 +812,34 @@ func TestRemoveHopTrimsASCIIOnly(t *testing.T) {
 		t.Errorf("X-Hop kept, want it dropped: %v", h)
 	}
 }
+
+// TestWorkerEgressIsNoProxy: every Worker of every Cloudflare
+// customer that fetches this Worker's zone arrives with CF-Connecting-IP
+// 2a06:98c0:3600::103 (Cloudflare's docs: cross-zone subrequests), and
+// with whatever X-Forwarded-For that Worker set. CF-Connecting-IP is the
+// client even when trusted_proxies lists it: with Cloudflare's published
+// ranges listed there (the list a local server behind Cloudflare needs, in
+// a configuration shared by the platforms), reading past it let anyone
+// with a Worker pick the identity the limits count (found by review of
+// 1ba0e9d).
+func TestWorkerEgressIsNoProxy(t *testing.T) {
+	const cfg = `{"plans": {"free": {"limits": [{"name": "day", "limit": 1, "window": "24h"}]}},
+		"identity": {"headers": [], "trusted_proxies": ["173.245.48.0/20", "2400:cb00::/32", "2a06:98c0::/29"]}}`
+	h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, testDeps(t, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := make([]int, 0, 3)
+	for _, forged := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"} {
+		r := httptest.NewRequest("GET", "https://api.example.com/v1/items", nil)
+		r.Header.Set("CF-Connecting-IP", "2a06:98c0:3600::103")
+		r.Header.Set("CF-Worker", "attacker.example")
+		r.Header.Set("X-Forwarded-For", forged)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		codes = append(codes, w.Code)
+	}
+	if codes[1] != http.StatusTooManyRequests || codes[2] != http.StatusTooManyRequests {
+		t.Errorf("one caller (Cloudflare's Worker egress), a limit of 1, three X-Forwarded-For values: %v, want the second and third refused", codes)
+	}
+}

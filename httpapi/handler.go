@@ -60,11 +60,19 @@ type Options struct {
 	// Next is the origin admitted requests go to. Nil serves the check API
 	// and /healthz only; every other path is 404.
 	Next http.Handler
-	// ClientIP returns the client address the platform reports
-	// (CF-Connecting-IP, requestContext.http.sourceIp). Nil, or a false
-	// second result, means the socket peer. Either way, when that address
-	// is a trusted proxy, the client is read from X-Forwarded-For.
+	// ClientIP returns the client address a platform vouches for
+	// (Cloudflare's CF-Connecting-IP): it is the client, whatever
+	// trusted_proxies lists. (Every Cloudflare customer's Worker reaches
+	// another zone from Cloudflare's own addresses, with any
+	// X-Forwarded-For it likes: reading past them would let it choose
+	// its identity.) Nil, or a false second result, means PeerIP.
 	ClientIP func(*http.Request) (netip.Addr, bool)
+	// PeerIP returns the address a platform saw connect
+	// (requestContext.http.sourceIp: CloudFront, when it is in front),
+	// which stands for the socket peer: when it is a trusted proxy, the
+	// client is read from X-Forwarded-For. Nil, or a false second result,
+	// means the socket peer itself.
+	PeerIP func(*http.Request) (netip.Addr, bool)
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
 	// Logger receives a record per denied request and per store error.
@@ -87,6 +95,7 @@ type Handler struct {
 	lim      *limiter.Limiter
 	next     http.Handler
 	clientIP func(*http.Request) (netip.Addr, bool)
+	peerIP   func(*http.Request) (netip.Addr, bool)
 	now      func() time.Time
 	log      Logger
 
@@ -154,6 +163,7 @@ func New(o Options) (*Handler, error) {
 		}),
 		next:        o.Next,
 		clientIP:    o.ClientIP,
+		peerIP:      o.PeerIP,
 		now:         o.Now,
 		log:         o.Logger,
 		timeout:     cfg.Timeout(),

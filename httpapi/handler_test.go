@@ -487,11 +487,38 @@ func TestClientIPOption(t *testing.T) {
 	if w := f.do(req{remote: "198.51.100.77:1"}); w.Code != 200 {
 		t.Errorf("fallback: %d", w.Code)
 	}
-	// A platform IP that is a trusted proxy (testConfig trusts
-	// 10.0.0.0/8; CloudFront in front of a Lambda, say) is no client: the
-	// client is read from X-Forwarded-For, which ends in the proxy.
+	// A platform's client address is the client even when
+	// trusted_proxies lists it (testConfig trusts 10.0.0.0/8): Cloudflare's
+	// own addresses carry every customer's Worker, with any
+	// X-Forwarded-For.
+	for i := range 4 {
+		w := f.do(req{remote: "10.1.1.3:1", header: map[string]string{"CF-Connecting-IP": "10.0.0.8", "X-Forwarded-For": "198.51.100." + strconv.Itoa(30+i)}})
+		if want := map[bool]int{true: 429, false: 200}[i == 3]; w.Code != want {
+			t.Errorf("request %d from a trusted platform address, X-Forwarded-For forged: %d, want %d", i+1, w.Code, want)
+		}
+	}
+}
+
+// TestPeerIPOption: the address a platform saw connect (a Lambda's
+// sourceIp) stands for the socket peer: the client, unless it is a trusted
+// proxy (CloudFront in front of a Lambda), which is then read past in
+// X-Forwarded-For.
+func TestPeerIPOption(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), func(o *Options) {
+		o.PeerIP = func(r *http.Request) (netip.Addr, bool) {
+			a, err := netip.ParseAddr(r.Header.Get("X-Source-IP"))
+			return a, err == nil
+		}
+	})
+	for range 3 {
+		f.do(req{remote: "10.1.1.1:1", header: map[string]string{"X-Source-IP": "203.0.113.50"}})
+	}
+	if w := f.do(req{remote: "10.1.1.2:1", header: map[string]string{"X-Source-IP": "203.0.113.50", "X-Forwarded-For": "198.51.100.1"}}); w.Code != 429 {
+		t.Errorf("an untrusted peer address not used: %d", w.Code)
+	}
+	// testConfig trusts 10.0.0.0/8.
 	behind := func(client string) int {
-		return f.do(req{remote: "10.1.1.3:1", header: map[string]string{"CF-Connecting-IP": "10.0.0.9", "X-Forwarded-For": "1.2.3.4, " + client + ", 10.0.0.9"}}).Code
+		return f.do(req{remote: "10.1.1.3:1", header: map[string]string{"X-Source-IP": "10.0.0.9", "X-Forwarded-For": "1.2.3.4, " + client + ", 10.0.0.9"}}).Code
 	}
 	for i := range 3 {
 		if code := behind("198.51.100.20"); code != 200 {

@@ -128,18 +128,24 @@ func ipIdentity(a netip.Addr, v6bits int) string {
 	return string(b)
 }
 
-// clientAddr returns the client's address: the peer, which is the
-// platform's address (ClientIP) when it has one and otherwise the socket
-// peer, unless the peer is a trusted proxy, in which case the right-most
-// X-Forwarded-For address that is not itself a trusted proxy. Addresses
-// left of it are the client's to forge and are never read. (A Lambda
-// behind CloudFront sees CloudFront as its sourceIp: listed in
-// trusted_proxies, it is not the client of everyone it forwards.)
+// clientAddr returns the client's address: the platform's (ClientIP)
+// when it vouches for one; otherwise the peer, which is the address the
+// platform saw connect (PeerIP) or the socket peer, unless the peer is a
+// trusted proxy, in which case the right-most X-Forwarded-For address that
+// is not itself a trusted proxy. Addresses left of it are the client's to
+// forge and are never read. (A Lambda behind CloudFront sees CloudFront
+// as its sourceIp: listed in trusted_proxies, it is not the client of
+// everyone it forwards.)
 func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
+	if h.clientIP != nil {
+		if a, ok := h.clientIP(r); ok && a.IsValid() {
+			return a.Unmap().WithZone(""), true
+		}
+	}
 	var peer netip.Addr
 	ok := false
-	if h.clientIP != nil {
-		if a, found := h.clientIP(r); found && a.IsValid() {
+	if h.peerIP != nil {
+		if a, found := h.peerIP(r); found && a.IsValid() {
 			peer, ok = a.Unmap().WithZone(""), true
 		}
 	}

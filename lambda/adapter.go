@@ -80,7 +80,7 @@ func serve(h http.Handler, w http.ResponseWriter, r *http.Request) (p any) {
 
 type sourceIPKey struct{}
 
-// sourceIP is httpapi's ClientIP: the address API Gateway or the Function
+// sourceIP is httpapi's PeerIP: the address API Gateway or the Function
 // URL saw the connection from (requestContext.http.sourceIp).
 func sourceIP(r *http.Request) (netip.Addr, bool) {
 	a, ok := r.Context().Value(sourceIPKey{}).(netip.Addr)

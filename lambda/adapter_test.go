@@ -218,7 +218,7 @@ func TestFixturesThroughHandler(t *testing.T) {
 		_, _ = io.WriteString(w, "hello from the origin\n")
 	})
 	now := time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: origin, ClientIP: sourceIP,
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: origin, PeerIP: sourceIP,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +274,7 @@ func TestTrustedSourceIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(u, nil, cfg.Identity.Prefixes()), ClientIP: sourceIP,
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(u, nil, cfg.Identity.Prefixes()), PeerIP: sourceIP,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -574,7 +574,7 @@ func TestProxyThroughLambda(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC)
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(u, nil, nil), ClientIP: sourceIP,
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: httpapi.NewProxy(u, nil, nil), PeerIP: sourceIP,
 		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

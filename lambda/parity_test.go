@@ -38,7 +38,7 @@ func lambdaSide(t *testing.T, cfgText string, clock *parity.Clock, httpAPI bool)
 	log := slog.New(slog.DiscardHandler)
 	h, err := httpapi.New(httpapi.Options{
 		Config: cfg, Store: memstore.New(), Local: memstore.NewLimited(maxLocalIdentities),
-		Next: httpapi.NewProxy(origin.URL, log, cfg.Identity.Prefixes()), ClientIP: sourceIP,
+		Next: httpapi.NewProxy(origin.URL, log, cfg.Identity.Prefixes()), PeerIP: sourceIP,
 		Now: clock.Now, Logger: log,
 	})
 	if err != nil {

@@ -78,7 +78,7 @@ func setup(ctx context.Context, getenv func(string) string, logs io.Writer) (htt
 	}
 	h, err := httpapi.New(httpapi.Options{
 		Config: cfg, Store: store, Local: memstore.NewLimited(maxLocalIdentities),
-		Next: next, ClientIP: sourceIP, Logger: log,
+		Next: next, PeerIP: sourceIP, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lambda: %w", err)
