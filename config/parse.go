@@ -106,7 +106,11 @@ func (d *decoder) decode(path string, v any, dst reflect.Value) error {
 		return nil // null leaves the zero value, which validation judges
 	}
 	bad := func(want string) error {
-		return &FieldError{Field: pathOr(path), Value: describe(v), Err: because(ErrType, "must be %s", want)}
+		val := describe(v)
+		if secret(path) {
+			val = "a " + kind(v) // a misplaced secret stays out of the error and the logs it reaches
+		}
+		return &FieldError{Field: pathOr(path), Value: val, Err: because(ErrType, "must be %s", want)}
 	}
 	t := dst.Type()
 	switch t.Kind() {
@@ -219,6 +223,30 @@ func pathOr(path string) string {
 		return "(document)"
 	}
 	return path
+}
+
+// secret reports whether the field at path holds secrets (check_token) or
+// is where a raw key may be pasted by mistake (api_keys): an error about a
+// value of the wrong type there names the type, not the value.
+func secret(path string) bool {
+	return path == "check_token" || strings.HasPrefix(path, "api_keys")
+}
+
+// kind names the JSON type of a decoded value.
+func kind(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case jsonv.Number:
+		return "number"
+	case bool:
+		return "boolean"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "value"
 }
 
 // describe formats a decoded JSON value for an error message.

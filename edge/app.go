@@ -193,7 +193,10 @@ func originHandler(spec string, rt http.RoundTripper) (http.Handler, error) {
 		return nil, fmt.Errorf("%w: %w", ErrOrigin, err)
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
-		return nil, fmt.Errorf("%w, got %q", ErrOrigin, u.Redacted())
+		// Not shown: a query may hold a token.
+		bare := *u
+		bare.RawQuery, bare.ForceQuery, bare.Fragment, bare.RawFragment = "", false, "", ""
+		return nil, fmt.Errorf("%w, got %q with a query or fragment", ErrOrigin, bare.Redacted())
 	}
 	return &proxy{base: u, rt: rt}, nil
 }

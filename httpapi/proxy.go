@@ -126,7 +126,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 // password.
 func ParseOrigin(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
-	shown := s
+	shown := hideUserinfo(s)
 	if err == nil && u.User != nil {
 		shown = u.Redacted()
 	}
@@ -142,6 +142,26 @@ func ParseOrigin(s string) (*url.URL, error) {
 		}
 	}
 	return u, nil
+}
+
+// hideUserinfo returns s with whatever stands before an "@" in its
+// authority replaced by "xxxxx": a URL url.Parse refused (a bad escape, a
+// bad port, a space) may still hold a password, which Redacted can hide
+// only in a URL it parsed.
+func hideUserinfo(s string) string {
+	start := 0
+	if i := strings.Index(s, "//"); i >= 0 {
+		start = i + 2
+	}
+	end := len(s)
+	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
+		end = start + i
+	}
+	at := strings.LastIndexByte(s[start:end], '@')
+	if at < 0 {
+		return s
+	}
+	return s[:start] + "xxxxx" + s[start+at:]
 }
 
 // clientHeaders are the request headers, besides those ReverseProxy drops

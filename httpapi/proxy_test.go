@@ -297,3 +297,33 @@ func TestProxyPassesThrough(t *testing.T) {
 		})
 	}
 }
+
+// TestParseOriginHidesPassword: ParseOrigin's error never shows the
+// password of the URL it refuses, also when the URL does not parse. The
+// error goes to the Worker's log, serve's standard error and the Lambda's
+// init error; the password was shown whole whenever url.Parse failed (a
+// bad escape, a bad port, a space), since Redacted needs a parsed URL
+// (found by review).
+func TestParseOriginHidesPassword(t *testing.T) {
+	for _, s := range []string{
+		"https://svc:originSECRET%zz@origin.example",
+		"https://svc:originSECRET@origin.example:99x",
+		"https://svc:origin SECRET@origin.example",
+		"https://svc:originSECRET@origin.example/%zz",
+		"https://svc:originSECRET@origin.example?%zz",
+		"//svc:originSECRET@origin.example:99x",
+		"svc:originSECRET@origin.example:99x",
+		"https://svc:originSECRET@origin.example", // parsed: user info refused
+		"ftp://svc:originSECRET@origin.example",
+	} {
+		t.Run(s, func(t *testing.T) {
+			_, err := ParseOrigin(s)
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
+	}
+}
