@@ -239,8 +239,8 @@ func removeHop(h http.Header) {
 // X-Client-IP, ...) and Forwarded are forged, and dropped. Kept are what
 // Cloudflare wrote: X-Forwarded-For (the client's chain with the address
 // Cloudflare saw appended; that address is appended here when it is not
-// last, as in wrangler dev) and CF-Connecting-IP (Cloudflare sets it on the
-// subrequest). Without CF-Connecting-IP nothing vouches for the chain, and
+// last, as in wrangler dev) and CF-Connecting-IP and -IPv6 (Cloudflare
+// sets them on the subrequest). Without CF-Connecting-IP nothing vouches for the chain, and
 // it is dropped. X-Real-IP is set to the client's address: a same-zone
 // subrequest's CF-Connecting-IP is taken from it. True-Client-IP, when
 // present, is set to the same address (Cloudflare's is a copy of
@@ -251,7 +251,7 @@ func forwarding(h http.Header, r *http.Request) {
 	_, trueClient := h["True-Client-Ip"]
 	delete(h, "Forwarded")
 	for k := range h {
-		if httpapi.ClientHeader(k) && k != "Cf-Connecting-Ip" {
+		if httpapi.ClientHeader(k) && k != "Cf-Connecting-Ip" && k != "Cf-Connecting-Ipv6" {
 			delete(h, k)
 		}
 	}

@@ -524,14 +524,37 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 // or 1. The path is cleaned first so that "//v1/search" or
 // "/v1/x/../search" pay what "/v1/search" pays, and "//v1/items/" what
 // "/v1/items/" pays. HEAD matches a GET route: it is a GET without the
-// body, and as costly to the origin.
+// body, and as costly to the origin. A request that names another method
+// in a method-override header (which origins such as Express's
+// method-override and Google's APIs serve instead of the request line's)
+// pays the higher of the two methods' costs: a GET priced at 1 must not be
+// served as a POST priced at 5.
 func (h *Handler) cost(r *http.Request) int64 {
 	if len(h.costs) == 0 {
 		return 1
 	}
 	p := cleanPath(r.URL.Path)
+	c := h.routeCost(p, r.Method)
+	for _, k := range overrideHeaders {
+		for _, v := range r.Header[k] {
+			for m := range strings.SplitSeq(v, ",") {
+				if m = strings.ToUpper(textproto.TrimString(m)); m != "" && m != r.Method {
+					c = max(c, h.routeCost(p, m))
+				}
+			}
+		}
+	}
+	return c
+}
+
+// overrideHeaders name the method an origin may serve a request as.
+var overrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// routeCost is the cost of the first route that a request of method to the
+// clean path p matches, or 1.
+func (h *Handler) routeCost(p, method string) int64 {
 	for _, c := range h.costs {
-		if matchMethod(c.Method, r.Method) && strings.HasPrefix(p, c.PathPrefix) {
+		if matchMethod(c.Method, method) && strings.HasPrefix(p, c.PathPrefix) {
 			return c.Cost
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -643,6 +644,31 @@ func TestCostRoutes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
 			if got := f.h.cost(httptest.NewRequest(tt.method, tt.path, nil)); got != tt.want {
+				t.Errorf("cost = %d, want %d", got, tt.want)
+			}
+		})
+	}
+	// An origin may serve a request as the method an override header
+	// names: the request pays the higher of the two costs.
+	overrides := []struct {
+		method, path string
+		header       http.Header
+		want         int64
+	}{
+		{"GET", "/v1/items/", http.Header{"X-Http-Method-Override": {"POST"}}, 3},
+		{"GET", "/v1/items/", http.Header{"X-Http-Method": {" post "}}, 3},
+		{"GET", "/v1/items/", http.Header{"X-Method-Override": {"PUT, POST"}}, 3},
+		{"GET", "/v1/items/", http.Header{"X-Method-Override": {"PUT", "POST"}}, 3},
+		{"POST", "/v1/export", http.Header{"X-Http-Method-Override": {"GET"}}, 2},
+		{"POST", "/v1/items/", http.Header{"X-Http-Method-Override": {"GET"}}, 3}, // never lower
+		{"GET", "/v1/items/", http.Header{"X-Http-Method-Override": {"DELETE"}}, 1},
+		{"GET", "/v1/items/", http.Header{"X-Other": {"POST"}}, 1},
+	}
+	for _, tt := range overrides {
+		t.Run(fmt.Sprintf("%s %s %v", tt.method, tt.path, tt.header), func(t *testing.T) {
+			r := httptest.NewRequest(tt.method, tt.path, nil)
+			r.Header = tt.header
+			if got := f.h.cost(r); got != tt.want {
 				t.Errorf("cost = %d, want %d", got, tt.want)
 			}
 		})

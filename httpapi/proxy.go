@@ -185,6 +185,10 @@ var clientHeaders = map[string]bool{
 	"X-Rewrite-Url":            true,
 	"X-Original-Host":          true,
 	"X-Host":                   true,
+	"X-Original-Uri":           true,
+	"X-Envoy-Original-Path":    true,
+	"Client-Ip":                true,
+	"Cf-Connecting-Ipv6":       true,
 }
 
 // ClientHeader reports whether the canonical header name k is a

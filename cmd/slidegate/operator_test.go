@@ -510,10 +510,14 @@ func TestServeForwardingHeaders(t *testing.T) {
 		// The URL or host before a proxy's rewrite, which some origins
 		// (IIS, older Symfony and Zend) serve instead of the request line:
 		// a client's would be served a path the pre-filter did not price.
-		"X-Original-Url":  "/admin/export",
-		"X-Rewrite-Url":   "/admin/export",
-		"X-Original-Host": "admin.example",
-		"X-Host":          "admin.example",
+		"X-Original-Url":        "/admin/export",
+		"X-Rewrite-Url":         "/admin/export",
+		"X-Original-Host":       "admin.example",
+		"X-Host":                "admin.example",
+		"X-Original-Uri":        "/admin/export",
+		"X-Envoy-Original-Path": "/admin/export",
+		"Client-Ip":             "203.0.113.7",
+		"Cf-Connecting-Ipv6":    "2001:db8::7",
 	}
 	var lines strings.Builder
 	for k, v := range forged {
