@@ -18,10 +18,16 @@ import (
 const MaxRules = 8
 
 // maxAttempts bounds the conditional writes of one decision. A write fails
-// only when another node changed a counter the decision relied on; the
-// store then returns the true counts, so a second attempt nearly always
-// settles it.
-const maxAttempts = 4
+// only when another writer changed a counter the decision relied on; the
+// store then returns the true counts, and the decision is made again on
+// them. Once a previous bucket has grown under a write (share), the room
+// left is split between two clauses, and of many writers racing for it
+// about half may fail each round while room is left: the attempts go on
+// while the counts move (another writer succeeded), up to this bound,
+// which the request's store deadline usually reaches first. With 4, a
+// burst of 200 on one key left some with ErrContention (a store error:
+// admitted uncounted under on_store_error "allow") while room was left.
+const maxAttempts = 64
 
 // clockSlack is the grain of the newest time the limiter records: a time
 // is recorded when it falls in a later millisecond than the recorded one,
@@ -504,10 +510,10 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 	// boundary); from then on that bucket's clause gets a share of the
 	// room too.
 	share := false
-	var read [MaxRules]int64
+	var read, readCur [MaxRules]int64
 	for range maxAttempts {
 		for k, i := range sc.idx[:sc.n] {
-			read[k] = counts[2*k]
+			read[k], readCur[k] = counts[2*k], counts[2*k+1]
 			sc.conds[2*k], sc.conds[2*k+1] = conds(&sc.rules[i], sc.pos[i], slots[2*k], slots[2*k+1], counts[2*k], counts[2*k+1], sc.cost, share)
 		}
 		applied, err := st.cond.AddIf(ctx, id, sc.conds[:len(slots)], counts)
@@ -524,8 +530,15 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		if !sc.Admit(counts) {
 			return false, nil
 		}
+		moved := false
 		for k := range sc.n {
 			share = share || counts[2*k] > read[k]
+			moved = moved || counts[2*k] != read[k] || counts[2*k+1] != readCur[k]
+		}
+		if !moved {
+			// Refused on the counts it was built on: no other writer to
+			// wait for, and no attempt would do better.
+			break
 		}
 	}
 	return false, ErrContention

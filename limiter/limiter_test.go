@@ -251,6 +251,35 @@ func TestExactUnderConcurrency(t *testing.T) {
 	}
 }
 
+// refusing is a Conditional store whose every conditional write is
+// refused with the counts unchanged: a store at odds with the decision.
+type refusing struct {
+	kvstore.Conditional
+	addIfs int
+}
+
+func (r *refusing) AddIf(ctx context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	r.addIfs++
+	slots := make([]kvstore.Slot, len(conds))
+	for i, c := range conds {
+		slots[i] = c.Slot
+	}
+	return false, r.Conditional.Load(ctx, id, slots, counts)
+}
+
+// TestContentionEndsWithoutProgress: the conditional writes go on only
+// while the counts move (another writer took room: TestExactUnderConcurrency
+// needs more than four rounds when many writers race for the room left);
+// a write refused on the very counts it was built on is not tried again.
+func TestContentionEndsWithoutProgress(t *testing.T) {
+	st := &refusing{Conditional: memstore.New()}
+	l := New(Options{Store: st, DisableDenyCache: true})
+	_, err := l.Check(ctx, t0, "k", []Rule{rule("minute", 10, time.Minute), rule("day", 100, 24*time.Hour)}, 1)
+	if !errors.Is(err, ErrContention) || st.addIfs != 1 {
+		t.Errorf("error %v after %d conditional writes; want ErrContention after 1", err, st.addIfs)
+	}
+}
+
 func TestExactUnderConcurrencyStoreDecides(t *testing.T) {
 	// The memory store decides under its lock: one rule through
 	// UpdateRule, two through Update with the limiter's Admitter.
