@@ -79,8 +79,11 @@ func TestOriginHandlerSpec(t *testing.T) {
 			}
 			if err != nil {
 				// The value is named, without its query (which may hold
-				// a token).
+				// a token) and user info.
 				shown, _, _ := strings.Cut(tt.spec, "?")
+				if i := strings.LastIndexByte(shown, '@'); i >= 0 {
+					shown = shown[i:]
+				}
 				if !errors.Is(err, ErrOrigin) || !strings.Contains(err.Error(), shown) {
 					t.Errorf("error %q does not name ORIGIN_URL and the value", err)
 				}
@@ -542,6 +545,8 @@ func TestFailedNamesWhatNotTheValue(t *testing.T) {
 		{"numeric check_token", varConfig, "98765432123456789", env{Config: text(`{"check_token": 98765432123456789}`)}, nil, false},
 		{"origin password, bad escape", varOrigin, "originSECRET", env{Origin: "https://svc:originSECRET%zz@origin.example"}, nil, false},
 		{"origin query token", varOrigin, "originSECRET", env{Origin: "https://origin.example/?token=originSECRET"}, nil, false},
+		{"origin query token, bad port", varOrigin, "originSECRET", env{Origin: "https://origin.example:0/?token=originSECRET"}, nil, false},
+		{"origin query token, bad escape", varOrigin, "originSECRET", env{Origin: "https://origin.example/%zz?token=originSECRET"}, nil, false},
 		{"no KV binding", kvBinding, "", env{}, fmt.Errorf("%w: %q", workerskv.ErrBinding, kvBinding), false},
 		{"other", "setup failed", "x-secret", env{}, errors.New("x-secret"), true},
 	}

@@ -122,14 +122,11 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 
 // ParseOrigin parses the URL of the origin admitted requests go to: http
 // or https, a host, a port from 1 to 65535 if any, no user info (a
-// reverse proxy never sends it). The error shows the URL without its
-// password.
+// reverse proxy never sends it). The error shows the URL without its user
+// info and query (shownURL).
 func ParseOrigin(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
-	shown := hideUserinfo(s)
-	if err == nil && u.User != nil {
-		shown = u.Redacted()
-	}
+	shown := shownURL(s)
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
 		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)
@@ -144,24 +141,23 @@ func ParseOrigin(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// hideUserinfo returns s with whatever stands before an "@" in its
-// authority replaced by "xxxxx": a URL url.Parse refused (a bad escape, a
-// bad port, a space) may still hold a password, which Redacted can hide
-// only in a URL it parsed.
-func hideUserinfo(s string) string {
-	start := 0
-	if i := strings.Index(s, "//"); i >= 0 {
-		start = i + 2
+// shownURL returns s as an error may show it: whatever stands between
+// the "//" and the last "@" (user info, a password holding "/", "?" or "#"
+// that url.Parse refused) replaced by "xxxxx", and the query and fragment
+// by "?…" (a token). Redacted can hide a password only in a URL it parsed,
+// and keeps the query.
+func shownURL(s string) string {
+	if at := strings.LastIndexByte(s, '@'); at >= 0 {
+		start := 0
+		if i := strings.Index(s, "//"); i >= 0 && i < at {
+			start = i + 2
+		}
+		s = s[:start] + "xxxxx" + s[at:]
 	}
-	end := len(s)
-	if i := strings.IndexAny(s[start:], "/?#"); i >= 0 {
-		end = start + i
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i] + "?…"
 	}
-	at := strings.LastIndexByte(s[start:end], '@')
-	if at < 0 {
-		return s
-	}
-	return s[:start] + "xxxxx" + s[start+at:]
+	return s
 }
 
 // clientHeaders are the request headers, besides those ReverseProxy drops

@@ -299,7 +299,8 @@ func TestProxyPassesThrough(t *testing.T) {
 }
 
 // TestParseOriginHidesPassword: ParseOrigin's error never shows the
-// password of the URL it refuses, also when the URL does not parse. The
+// password or the query of the URL it refuses, also when the URL does not
+// parse. The
 // error goes to the Worker's log, serve's standard error and the Lambda's
 // init error; the password was shown whole whenever url.Parse failed (a
 // bad escape, a bad port, a space), since Redacted needs a parsed URL
@@ -315,6 +316,14 @@ func TestParseOriginHidesPassword(t *testing.T) {
 		"svc:originSECRET@origin.example:99x",
 		"https://svc:originSECRET@origin.example", // parsed: user info refused
 		"ftp://svc:originSECRET@origin.example",
+		// A password holding "/", "?" or "#" (base64 holds "/"); a query
+		// may hold a token (found by a second review).
+		"https://svc:origin/SECRET@origin.example/",
+		"https://svc:origin#SECRET@origin.example/",
+		"https://svc:origin?SECRET@origin.example/",
+		"https://origin.example:0/?token=originSECRET",
+		"https://origin.example/%zz?token=originSECRET",
+		"ftp://origin.example/?token=originSECRET",
 	} {
 		t.Run(s, func(t *testing.T) {
 			_, err := ParseOrigin(s)
