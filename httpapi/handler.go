@@ -527,22 +527,30 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 // body, and as costly to the origin. A request that names another method
 // in a method-override header (which origins such as Express's
 // method-override and Google's APIs serve instead of the request line's)
-// pays the higher of the two methods' costs: a GET priced at 1 must not be
-// served as a POST priced at 5.
+// or in a _method query parameter (Symfony, Laravel) pays the higher of
+// the two methods' costs: a GET priced at 1 must not be served as a POST
+// priced at 5. A _method field of a form body is not read.
 func (h *Handler) cost(r *http.Request) int64 {
 	if len(h.costs) == 0 {
 		return 1
 	}
 	p := cleanPath(r.URL.Path)
 	c := h.routeCost(p, r.Method)
-	for _, k := range overrideHeaders {
-		for _, v := range r.Header[k] {
+	other := func(vs []string) {
+		for _, v := range vs {
 			for m := range strings.SplitSeq(v, ",") {
 				if m = strings.ToUpper(textproto.TrimString(m)); m != "" && m != r.Method {
 					c = max(c, h.routeCost(p, m))
 				}
 			}
 		}
+	}
+	for _, k := range overrideHeaders {
+		other(r.Header[k])
+	}
+	if strings.Contains(r.URL.RawQuery, "_method") {
+		// Symfony and Laravel serve POST ?_method=DELETE as a DELETE.
+		other(r.URL.Query()["_method"])
 	}
 	return c
 }

@@ -663,6 +663,11 @@ func TestCostRoutes(t *testing.T) {
 		{"POST", "/v1/items/", http.Header{"X-Http-Method-Override": {"GET"}}, 3}, // never lower
 		{"GET", "/v1/items/", http.Header{"X-Http-Method-Override": {"DELETE"}}, 1},
 		{"GET", "/v1/items/", http.Header{"X-Other": {"POST"}}, 1},
+		// Symfony and Laravel read the method from a _method query
+		// parameter (found by a second review).
+		{"GET", "/v1/items/?_method=POST", nil, 3},
+		{"GET", "/v1/items/?a=1&_method=post", nil, 3},
+		{"GET", "/v1/items/?x_method=POST", nil, 1},
 	}
 	for _, tt := range overrides {
 		t.Run(fmt.Sprintf("%s %s %v", tt.method, tt.path, tt.header), func(t *testing.T) {
