@@ -108,7 +108,7 @@ func (d *decoder) decode(path string, v any, dst reflect.Value) error {
 	bad := func(want string) error {
 		val := describe(v)
 		if secret(path) {
-			val = "a " + kind(v) // a misplaced secret stays out of the error and the logs it reaches
+			val = kind(v) // a misplaced secret stays out of the error and the logs it reaches
 		}
 		return &FieldError{Field: pathOr(path), Value: val, Err: because(ErrType, "must be %s", want)}
 	}
@@ -232,21 +232,21 @@ func secret(path string) bool {
 	return path == "check_token" || strings.HasPrefix(path, "api_keys")
 }
 
-// kind names the JSON type of a decoded value.
+// kind names the JSON type of a decoded value, with its article.
 func kind(v any) string {
 	switch v.(type) {
 	case string:
-		return "string"
+		return "a string"
 	case jsonv.Number:
-		return "number"
+		return "a number"
 	case bool:
-		return "boolean"
+		return "a boolean"
 	case []any:
-		return "array"
+		return "an array"
 	case map[string]any:
-		return "object"
+		return "an object"
 	}
-	return "value"
+	return "a value"
 }
 
 // describe formats a decoded JSON value for an error message.
