@@ -75,7 +75,13 @@ type Options struct {
 	// sets, overlapping or not (a plan, and another plan named in a check
 	// API request): a set's remembered denial is dropped when a request
 	// of another set that shares one of its counters (a rule of the same
-	// name and period) goes to the store.
+	// name and period) goes to the store, and when a Refund takes cost
+	// back. Two races remain, each needing a check of the identity in
+	// flight (its counts read, its denial not yet remembered) at that
+	// moment: a request of another set sharing a counter, counted then,
+	// leaves the remembered wait short by what it added; a Refund then
+	// leaves the denial standing, one cost too strict, until its wait
+	// ends.
 	DisableDenyCache bool
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
