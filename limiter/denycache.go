@@ -22,7 +22,30 @@ type denyCache struct {
 	seed   maphash.Seed
 	perMap int
 	shards [denyShards]denyShard
+	// refunds counts the refunds of shared rules by the stamp of their
+	// identity: a check reads its stamp's count before it reads the store,
+	// and remembers a denial only if no refund of a like-stamped identity
+	// came in between (the denial may have been decided on the cost taken
+	// back, and forget ran before it was remembered).
+	refunds [refundStamps]atomic.Uint64
 }
+
+// refundStamps is the number of refund counters: identities share one by
+// stamp, so that a refund holds back the denials of a few others only.
+const refundStamps = 64
+
+// stamp picks an identity's refund counter from its length and two of its
+// bytes, without hashing it (checks read it on the hot path).
+func stamp(id string) int {
+	if id == "" {
+		return 0
+	}
+	return (len(id)*31 + int(id[len(id)-1])*7 + int(id[len(id)/2])) % refundStamps
+}
+
+// generation is what a check reads before it reads the store, for
+// remember.
+func (c *denyCache) generation(id string) uint64 { return c.refunds[stamp(id)].Load() }
 
 type denyShard struct {
 	n  atomic.Int32 // len(m): lets a probe of an empty shard skip the lock
@@ -128,8 +151,17 @@ func (sh *denyShard) find(id string, rules []Rule) *denial {
 
 // forget drops what the cache remembers of id under rules and under every
 // set that shares a counter with them: a cost taken back (Limiter.Refund)
-// may have been what a remembered denial was decided on.
+// may have been what a remembered denial was decided on. It also keeps a
+// check already past the store from remembering such a denial after this
+// (generation). Local rules are never remembered: refunding them changes
+// nothing here.
 func (c *denyCache) forget(id string, rules []Rule) {
+	for _, r := range rules {
+		if !r.Local {
+			c.refunds[stamp(id)].Add(1)
+			break
+		}
+	}
 	sh := c.shard(id)
 	if sh.n.Load() == 0 {
 		return
@@ -198,8 +230,9 @@ func (d *denial) shares(rules []Rule) bool {
 }
 
 // remember records that id was denied at now on the counts prev[i] and
-// cur[i] of rules[i].
-func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur []int64) {
+// cur[i] of rules[i], read after gen was (generation): not if a refund
+// came in since.
+func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur []int64, gen uint64) {
 	var until time.Duration
 	for i, r := range rules {
 		until = max(until, r.Wait(now, prev[i], cur[i], r.Limit-1))
@@ -210,6 +243,11 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur [
 	sh := c.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if c.generation(id) != gen {
+		// Checked under the lock that forget's drop takes after its
+		// count: either forget sees this denial, or this sees its count.
+		return
+	}
 	d := sh.find(id, rules)
 	if d == nil {
 		head, known := sh.m[id]

@@ -76,12 +76,11 @@ type Options struct {
 	// API request): a set's remembered denial is dropped when a request
 	// of another set that shares one of its counters (a rule of the same
 	// name and period) goes to the store, and when a Refund takes cost
-	// back. Two races remain, each needing a check of the identity in
-	// flight (its counts read, its denial not yet remembered) at that
-	// moment: a request of another set sharing a counter, counted then,
-	// leaves the remembered wait short by what it added; a Refund then
-	// leaves the denial standing, one cost too strict, until its wait
-	// ends.
+	// back (a check that read the store before the refund does not
+	// remember its denial). One race remains: a request of another set
+	// sharing a counter, counted while a check of the identity is in
+	// flight (its counts read, its denial not yet remembered), leaves the
+	// remembered wait short by what it added.
 	DisableDenyCache bool
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
@@ -311,6 +310,10 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 			return nil
 		}
 	}
+	var gen uint64
+	if l.deny != nil {
+		gen = l.deny.generation(id)
+	}
 
 	sc := l.pool.Get().(*scratch)
 	defer l.pool.Put(sc)
@@ -352,7 +355,7 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	}
 	res.Decision = window.Combine(res.All())
 	if !res.Allowed && l.deny != nil && !localDenied(rules, res) {
-		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:])
+		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:], gen)
 	}
 	res.since(caller)
 	return err
@@ -432,6 +435,10 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 		}
 	}
 	r := &rules[0]
+	var gen uint64
+	if l.deny != nil && !r.Local {
+		gen = l.deny.generation(id)
+	}
 	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, r.At(at), cost)
 	if err != nil {
 		*d = window.Decision{}
@@ -440,7 +447,7 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
 	r.DecideInto(d, at, prev, cur, cost)
 	if !d.Allowed && l.deny != nil && !r.Local {
-		l.deny.remember(id, at, rules, []int64{prev}, []int64{cur})
+		l.deny.remember(id, at, rules, []int64{prev}, []int64{cur}, gen)
 	}
 	if back {
 		later(d, at.Sub(now))
