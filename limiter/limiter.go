@@ -524,7 +524,7 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 	// room too.
 	share := false
 	var read, readCur [MaxRules]int64
-	for range maxAttempts {
+	for attempt := range maxAttempts {
 		for k, i := range sc.idx[:sc.n] {
 			read[k], readCur[k] = counts[2*k], counts[2*k+1]
 			sc.conds[2*k], sc.conds[2*k+1] = conds(&sc.rules[i], sc.pos[i], slots[2*k], slots[2*k+1], counts[2*k], counts[2*k+1], sc.cost, share)
@@ -545,7 +545,12 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		}
 		moved := false
 		for k := range sc.n {
-			share = share || counts[2*k] > read[k]
+			// Growth between two answers of the store: the first counts
+			// may be a cache's (DynamoDB's), stale by whatever was added
+			// since, which says nothing of lagging writers; taken for
+			// one, it halved the room of every check of a busy key, each
+			// then paying log2(room) round trips.
+			share = share || attempt > 0 && counts[2*k] > read[k]
 			moved = moved || counts[2*k] != read[k] || counts[2*k+1] != readCur[k]
 		}
 		if !moved {
