@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
+	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -548,11 +549,32 @@ func (h *Handler) cost(r *http.Request) int64 {
 	for _, k := range overrideHeaders {
 		other(r.Header[k])
 	}
-	if strings.Contains(r.URL.RawQuery, "_method") {
+	if strings.Contains(r.URL.RawQuery, "method") {
 		// Symfony and Laravel serve POST ?_method=DELETE as a DELETE.
-		other(r.URL.Query()["_method"])
+		other(methodParams(r.URL.RawQuery))
 	}
 	return c
+}
+
+// methodParams returns the values of the query's _method parameters, with
+// their names read as the frameworks that serve them read names: decoded
+// ("%5Fmethod"), and, as PHP does, with ".", " " and "[" as "_".
+func methodParams(query string) []string {
+	var vs []string
+	for pair := range strings.SplitSeq(query, "&") {
+		k, v, _ := strings.Cut(pair, "=")
+		if !strings.Contains(k, "method") && !strings.Contains(k, "%") {
+			continue
+		}
+		name, err := url.QueryUnescape(k)
+		if err != nil || len(name) != len("_method") || name[1:] != "method" || !strings.ContainsRune("_. [", rune(name[0])) {
+			continue
+		}
+		if v, err = url.QueryUnescape(v); err == nil {
+			vs = append(vs, v)
+		}
+	}
+	return vs
 }
 
 // overrideHeaders name the method an origin may serve a request as.

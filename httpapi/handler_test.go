@@ -668,6 +668,16 @@ func TestCostRoutes(t *testing.T) {
 		{"GET", "/v1/items/?_method=POST", nil, 3},
 		{"GET", "/v1/items/?a=1&_method=post", nil, 3},
 		{"GET", "/v1/items/?x_method=POST", nil, 1},
+		// Names as the frameworks decode them (found by a third review).
+		{"GET", "/v1/items/?%5Fmethod=POST", nil, 3},
+		{"GET", "/v1/items/?a=1&%5fmethod=P%4FST", nil, 3},
+		{"GET", "/v1/items/?.method=POST", nil, 3},
+		{"GET", "/v1/items/?%2Emethod=POST", nil, 3},
+		{"GET", "/v1/items/?%20method=POST", nil, 3},
+		{"GET", "/v1/items/?%5Bmethod=POST", nil, 3},
+		{"GET", "/v1/items/?_method2=POST", nil, 1},
+		{"GET", "/v1/items/?method=POST", nil, 1},
+		{"GET", "/v1/items/?%zz=POST&_method=%zz", nil, 1},
 	}
 	for _, tt := range overrides {
 		t.Run(fmt.Sprintf("%s %s %v", tt.method, tt.path, tt.header), func(t *testing.T) {

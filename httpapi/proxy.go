@@ -141,21 +141,32 @@ func ParseOrigin(s string) (*url.URL, error) {
 	return u, nil
 }
 
-// shownURL returns s as an error may show it: whatever stands between
-// the "//" and the last "@" (user info, a password holding "/", "?" or "#"
-// that url.Parse refused) replaced by "xxxxx", and the query and fragment
-// by "?…" (a token). Redacted can hide a password only in a URL it parsed,
-// and keeps the query.
+// shownURL returns s as an error may show it: the user info (whatever
+// stands between the authority's start and the last "@", a password
+// holding "/", "?" or "#" that url.Parse refused included) replaced by
+// "xxxxx", and the query and fragment by "?…" (a token). When a "?" or "#"
+// comes before the last "@", it cannot tell a password holding one from a
+// query holding an "@" (an e-mail address), and shows the scheme alone.
+// Redacted can hide a password only in a URL it parsed, and keeps the
+// query.
 func shownURL(s string) string {
-	if at := strings.LastIndexByte(s, '@'); at >= 0 {
-		start := 0
-		if i := strings.Index(s, "//"); i >= 0 && i < at {
-			start = i + 2
+	start := 0 // where the user info would begin
+	if i := strings.IndexAny(s, ":/?#@"); i > 0 && s[i] == ':' {
+		if strings.HasPrefix(s[i+1:], "//") {
+			start = i + 3
 		}
-		s = s[:start] + "xxxxx" + s[at:]
 	}
-	if i := strings.IndexAny(s, "?#"); i >= 0 {
-		s = s[:i] + "?…"
+	at := strings.LastIndexByte(s, '@')
+	q := strings.IndexAny(s, "?#")
+	switch {
+	case at >= 0 && q >= 0 && q < at:
+		return s[:start] + "…"
+	case at >= start:
+		s = s[:start] + "xxxxx" + s[at:]
+		q = strings.IndexAny(s, "?#")
+	}
+	if q >= 0 {
+		s = s[:q] + "?…"
 	}
 	return s
 }

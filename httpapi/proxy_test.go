@@ -324,6 +324,13 @@ func TestParseOriginHidesPassword(t *testing.T) {
 		"https://origin.example:0/?token=originSECRET",
 		"https://origin.example/%zz?token=originSECRET",
 		"ftp://origin.example/?token=originSECRET",
+		// An "@" in the query (found by a third review), or in a
+		// password of a URL without "//".
+		"https://origin.example:0/?contact=ops@corp.example&token=originSECRET",
+		"https://origin.example:0/#ops@corp.example&token=originSECRET",
+		"ftp://origin.example/?to=ops@corp.example&key=originSECRET",
+		"svc:origin//SECRET@origin.example",
+		"svc:originSECRET@origin.example:0",
 	} {
 		t.Run(s, func(t *testing.T) {
 			_, err := ParseOrigin(s)
