@@ -60,6 +60,15 @@ type deps struct {
 	Logger    logger
 	Debug     *debug      // nil unless env.Debug
 	Configs   configCache // nil: parse every time
+	Clock     clock       // nil: each request's limiter starts afresh
+}
+
+// clock keeps the newest time the isolate's limiters have seen
+// (workerskv.Clock): the limiter lives for one request, and holds a clock
+// that steps back at the newest time it was given.
+type clock interface {
+	Latest() time.Time
+	Keep(time.Time)
 }
 
 // configCache keeps a validated configuration's binary form (see
@@ -122,18 +131,29 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	if p, ok := next.(*proxy); ok {
 		p.log = d.Logger
 	}
+	var since time.Time
+	if d.Clock != nil {
+		since = d.Clock.Latest()
+	}
 	h, err := httpapi.New(httpapi.Options{
 		Config: cfg, Validated: true, // loadConfig's are
 		Store: d.Store, Local: d.Local, Next: next,
-		ClientIP: clientIP, Now: d.Now, Logger: d.Logger,
+		ClientIP: clientIP, Now: d.Now, Logger: d.Logger, Since: since,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}
-	if e.Debug && d.Debug != nil {
-		return d.Debug.wrap(h), nil
+	var out http.Handler = h
+	if d.Clock != nil {
+		out = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			d.Clock.Keep(h.Latest())
+		})
 	}
-	return h, nil
+	if e.Debug && d.Debug != nil {
+		return d.Debug.wrap(out), nil
+	}
+	return out, nil
 }
 
 // wantsBody reports whether the Worker reads r's body in one piece before

@@ -855,3 +855,44 @@ func TestWorkerEgressIsNoProxy(t *testing.T) {
 		t.Errorf("one caller (Cloudflare's Worker egress), a limit of 1, three X-Forwarded-For values: %v, want the second and third refused", codes)
 	}
 }
+
+// TestClockStepBackAcrossRequests: the Worker builds its limiter per
+// request, so the newest time a request saw is kept in the isolate
+// (workerskv.Clock) for the next: a clock that steps back across a
+// boundary does not reopen the bucket already counted past (found by the
+// parity test: a limit of 2 a second admitted a third request 0.4 s
+// after the first).
+func TestClockStepBackAcrossRequests(t *testing.T) {
+	const cfg = `{"plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}]}}}`
+	base := time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+	g := workerskv.NewMemGlobals("iso")
+	st, err := workerskv.New(workerskv.Options{KV: nopKV{}, Globals: g, Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var now time.Time
+	d := deps{Store: st, Local: workerskv.NewLocal(g, nil), Transport: &fakeOrigin{},
+		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }, Clock: workerskv.NewClock(g)}
+	send := func(at time.Duration) int {
+		now = base.Add(at)
+		h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
+		r.Header.Set("CF-Connecting-IP", "203.0.113.9")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, at := range []time.Duration{900 * time.Millisecond, 1100 * time.Millisecond, 1100 * time.Millisecond} {
+		if code := send(at); code != http.StatusCreated {
+			t.Fatalf("request at +%s: %d, want the origin's 201", at, code)
+		}
+	}
+	// Back to 0.7 s: within the second of the first request, whose bucket
+	// the clock re-enters.
+	if code := send(700 * time.Millisecond); code != http.StatusTooManyRequests {
+		t.Errorf("request at +0.7s, after the clock stepped back: %d, want 429", code)
+	}
+}

@@ -92,6 +92,7 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 		Logger:    log,
 		Debug:     dbg,
 		Configs:   jsConfigCache{src: cfgSrc},
+		Clock:     workerskv.NewClock(g),
 	})
 	if err != nil {
 		return failed(err, log)

@@ -76,6 +76,11 @@ type Options struct {
 	PeerIP func(*http.Request) (netip.Addr, bool)
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
+	// Since is the newest time an earlier Handler of this process saw
+	// (Latest): a platform that builds a Handler per request (the Worker)
+	// passes it on, so that a clock stepping back inside an isolate does
+	// not reopen a bucket already counted past. The zero Time means none.
+	Since time.Time
 	// Logger receives a record per denied request and per store error.
 	// Nil means JSON lines on standard error, shaped as slog's JSONHandler
 	// writes them.
@@ -161,6 +166,7 @@ func New(o Options) (*Handler, error) {
 			Store:       o.Store,
 			Local:       o.Local,
 			CountDenied: cfg.CountDenied,
+			Since:       o.Since,
 		}),
 		next:        o.Next,
 		clientIP:    o.ClientIP,
@@ -250,6 +256,10 @@ func rules(ls []config.Limit) []limiter.Rule {
 	}
 	return out
 }
+
+// Latest returns the newest time the Handler's limiter has seen, for
+// Options.Since of the next Handler; the zero Time before any check.
+func (h *Handler) Latest() time.Time { return h.lim.Latest() }
 
 // ServeHTTP serves GET /healthz, POST /v1/check, and every other request as
 // the pre-filter in front of Options.Next.

@@ -85,6 +85,12 @@ type Options struct {
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
 	DenyCacheSize int
+	// Since is the newest time a limiter before this one saw, for a
+	// process whose limiter lives for one request (the Worker's: the shim
+	// starts a fresh Go instance per request) and keeps Latest elsewhere:
+	// a check before it is decided at it, as a long-lived limiter decides
+	// a check after its clock stepped back. The zero Time means none.
+	Since time.Time
 }
 
 // Limiter decides requests against rules, counting admitted cost in a
@@ -180,7 +186,19 @@ func New(o Options) *Limiter {
 		l.deny = newDenyCache(o.DenyCacheSize)
 	}
 	l.pool.New = func() any { return new(scratch) }
+	if !o.Since.IsZero() {
+		l.latest.Store(o.Since.UnixNano())
+	}
 	return l
+}
+
+// Latest returns the newest time the limiter has seen (see Options.Since),
+// or the zero Time.
+func (l *Limiter) Latest() time.Time {
+	if n := l.latest.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // Check decides a request of the given cost by identity id at now against

@@ -1145,3 +1145,26 @@ func TestDenialNotRememberedAfterRefund(t *testing.T) {
 		t.Errorf("k:other after another stamp's refund: allowed %t, cached %t; want its denial remembered", res.Allowed, res.Cached)
 	}
 }
+
+// TestSince: a limiter given the newest time an earlier one saw (a
+// Worker's, which lives for one request) decides a check before it at it,
+// as the earlier limiter would have; Latest reports it.
+func TestSince(t *testing.T) {
+	mem := memstore.New()
+	first := New(Options{Store: mem})
+	if !first.Latest().IsZero() {
+		t.Fatalf("a new limiter's Latest: %v, want none", first.Latest())
+	}
+	r := rule("second", 2, time.Second)
+	at := t0.Add(100 * time.Millisecond)
+	check(t, first, at, "k", 1, r)
+	check(t, first, at, "k", 1, r)
+	if !first.Latest().Equal(at) {
+		t.Fatalf("Latest = %v, want %v", first.Latest(), at)
+	}
+	next := New(Options{Store: mem, Since: first.Latest()})
+	res := check(t, next, at.Add(-300*time.Millisecond), "k", 1, r) // the clock stepped back a bucket
+	if res.Allowed || !res.At.Equal(at) {
+		t.Errorf("a check 300 ms before Since: allowed %t at %v; want a denial decided at %v", res.Allowed, res.At, at)
+	}
+}

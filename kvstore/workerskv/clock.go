@@ -1,0 +1,46 @@
+package workerskv
+
+import (
+	"math"
+	"time"
+)
+
+// clockKey names the cell that holds an isolate's newest time. No counter
+// key starts so (KeyPrefix, localKey's "l|"), and its cell never expires.
+const clockKey = "clock|latest"
+
+// Clock keeps the newest time the limiters of an isolate have seen, in its
+// globals: the stock shim starts a fresh Go instance, and so a fresh
+// limiter, per request, and a limiter holds a clock that steps back at the
+// newest time it saw (httpapi.Options.Since, Handler.Latest). The zero
+// value is not usable; call NewClock.
+type Clock struct{ g Globals }
+
+// NewClock returns the Clock of the isolate whose globals are g.
+func NewClock(g Globals) Clock { return Clock{g: g} }
+
+// Latest returns the newest time kept, or the zero Time.
+func (c Clock) Latest() time.Time {
+	var n int64
+	c.g.Update(func(cs Cells) {
+		cell, _ := cs.Get(clockKey)
+		n = cell.N
+	})
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}
+
+// Keep keeps t if it is newer than the time kept.
+func (c Clock) Keep(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	n := t.UnixNano()
+	c.g.Update(func(cs Cells) {
+		if cell, _ := cs.Get(clockKey); cell.N < n {
+			cs.Set(clockKey, Cell{N: n, Expires: math.MaxInt64})
+		}
+	})
+}
