@@ -162,10 +162,10 @@ func (c *denyCache) forget(id string, rules []Rule) {
 			break
 		}
 	}
+	// The lock is taken even when the shard looks empty: a remember that
+	// checked the generation before the count above may be inserting under
+	// it, and counts the shard's identities only after (found by review).
 	sh := c.shard(id)
-	if sh.n.Load() == 0 {
-		return
-	}
 	sh.mu.Lock()
 	c.dropSharing(sh, id, sh.m[id], rules)
 	sh.mu.Unlock()

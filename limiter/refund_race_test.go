@@ -1,0 +1,122 @@
+package limiter
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// oneKey is a plain Store (no Conditional, Updater or RuleUpdater: the
+// general path) keeping every identity's counters under one short key, so
+// that a very long identity costs the store nothing. Its Load can be held
+// after it read (gateKey), as heldCheck does.
+type oneKey struct{ mem *memstore.Store }
+
+func (s oneKey) Load(ctx context.Context, _ string, slots []kvstore.Slot, counts []int64) error {
+	err := s.mem.Load(ctx, "x", slots, counts)
+	if gt, ok := ctx.Value(gateKey{}).(*gate); ok {
+		close(gt.loaded)
+		<-gt.resume
+	}
+	return err
+}
+
+func (s oneKey) Add(ctx context.Context, _ string, slots []kvstore.Slot, costs []int64) error {
+	return s.mem.Add(ctx, "x", slots, costs)
+}
+
+// TestRefundDuringRemember: forget counted the refund, then skipped the
+// shard lock when the shard held no identity (sh.n == 0). remember checks
+// the generation under the lock but raises sh.n only after it has
+// allocated and inserted the denial. A refund whose count landed after
+// remember's generation check and whose sh.n read landed before remember's
+// sh.n.Add saw neither: the denial, decided on the cost taken back, stood,
+// and the next request, which the store admits, was denied from the cache
+// (found by review). The identity is long only to widen that window (strings.Clone
+// and the map insert hash and copy it after the generation check, forget
+// hashes it once before reading sh.n); the race exists for any identity.
+func TestRefundDuringRemember(t *testing.T) {
+	ip := rule("ip-minute", 2, time.Minute)
+	id := "ip:" + strings.Repeat("a", 16<<20)
+	for attempt := range 5 {
+		st := oneKey{memstore.New()}
+		l := New(Options{Store: st})
+		truth := New(Options{Store: st, DisableDenyCache: true})
+		check(t, l, t0, id, 1, ip)
+		refunded := check(t, l, t0, id, 1, ip) // the plan will refuse it
+		sh := l.deny.shard(id)
+		finish := heldCheck(t, l, t0, id, ip) // reads 2: denied
+		done := make(chan Result, 1)
+		var finished atomic.Bool
+		go func() {
+			res := finish()
+			finished.Store(true)
+			done <- res
+		}()
+		// Wait until remember holds the shard lock (it checks the
+		// generation right after taking it), then refund.
+		for !finished.Load() && sh.mu.TryLock() {
+			sh.mu.Unlock()
+		}
+		if err := l.Refund(ctx, refunded.At, id, []Rule{ip}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if res := <-done; res.Allowed {
+			t.Fatal("setup: the held check was admitted")
+		}
+		var want Result
+		if err := truth.PeekInto(ctx, t0, id, []Rule{ip}, 1, &want); err != nil {
+			t.Fatal(err)
+		}
+		got := check(t, l, t0, id, 1, ip)
+		if !want.Allowed || got.Allowed != want.Allowed {
+			t.Fatalf("attempt %d, after the refund: allowed %t (cached %t, retry after %s); the store admits %t",
+				attempt, got.Allowed, got.Cached, got.RetryAfter, want.Allowed)
+		}
+	}
+}
+
+// gatedRules is the memory store (a RuleUpdater: the limiter's one-rule
+// path) whose UpdateRule can be held after it decided (gateKey).
+type gatedRules struct{ *memstore.Store }
+
+func (g gatedRules) UpdateRule(ctx context.Context, id string, r window.Rule, pos window.Pos, cost int64) (int64, int64, bool, error) {
+	prev, cur, ok, err := g.Store.UpdateRule(ctx, id, r, pos, cost)
+	if gt, held := ctx.Value(gateKey{}).(*gate); held {
+		close(gt.loaded)
+		<-gt.resume
+	}
+	return prev, cur, ok, err
+}
+
+// TestRefundDuringOneRuleCheck: the one-rule path, too, reads the refund
+// counter before the store decides, so that a denial decided on a cost a
+// refund then takes back is not remembered.
+func TestRefundDuringOneRuleCheck(t *testing.T) {
+	ip := rule("ip-minute", 2, time.Minute)
+	st := gatedRules{memstore.New()}
+	l := New(Options{Store: st})
+	truth := New(Options{Store: st, DisableDenyCache: true})
+	check(t, l, t0, "ip:192.0.2.7", 1, ip)
+	refunded := check(t, l, t0, "ip:192.0.2.7", 1, ip)
+	finish := heldCheck(t, l, t0, "ip:192.0.2.7", ip) // decided on 2: denied
+	if err := l.Refund(ctx, refunded.At, "ip:192.0.2.7", []Rule{ip}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if res := finish(); res.Allowed {
+		t.Fatal("setup: the held check was admitted")
+	}
+	var want Result
+	if err := truth.PeekInto(ctx, t0, "ip:192.0.2.7", []Rule{ip}, 1, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got := check(t, l, t0, "ip:192.0.2.7", 1, ip); !want.Allowed || got.Allowed != want.Allowed {
+		t.Errorf("after the refund: allowed %t (cached %t); the store admits %t", got.Allowed, got.Cached, want.Allowed)
+	}
+}
