@@ -559,16 +559,17 @@ func (h *Handler) cost(r *http.Request) int64 {
 	for _, k := range overrideHeaders {
 		other(r.Header[k])
 	}
-	if strings.Contains(r.URL.RawQuery, "method") {
+	if q := r.URL.RawQuery; strings.Contains(q, "method") || strings.Contains(q, "%") {
 		// Symfony and Laravel serve POST ?_method=DELETE as a DELETE.
-		other(methodParams(r.URL.RawQuery))
+		other(methodParams(q))
 	}
 	return c
 }
 
 // methodParams returns the values of the query's _method parameters, with
 // their names read as the frameworks that serve them read names: decoded
-// ("%5Fmethod"), and, as PHP does, with ".", " " and "[" as "_".
+// ("%5Fmethod", "_%6Dethod"), and, as PHP does, without leading spaces, up
+// to a NUL, and with ".", " " and "[" as "_".
 func methodParams(query string) []string {
 	var vs []string
 	for pair := range strings.SplitSeq(query, "&") {
@@ -577,7 +578,14 @@ func methodParams(query string) []string {
 			continue
 		}
 		name, err := url.QueryUnescape(k)
-		if err != nil || len(name) != len("_method") || name[1:] != "method" || !strings.ContainsRune("_. [", rune(name[0])) {
+		if err != nil {
+			continue
+		}
+		name = strings.TrimLeft(name, " ")
+		if i := strings.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if len(name) != len("_method") || name[1:] != "method" || !strings.ContainsRune("_. [", rune(name[0])) {
 			continue
 		}
 		if v, err = url.QueryUnescape(v); err == nil {

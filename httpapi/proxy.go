@@ -127,6 +127,18 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 func ParseOrigin(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	shown := shownURL(s)
+	if err == nil && u.Opaque == "" {
+		// Parsed: its scheme, host and path, which an "@" in the query or
+		// path cannot confuse.
+		v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+		if u.User != nil {
+			v.User = url.User("xxxxx")
+		}
+		shown = v.String()
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			shown += "?…"
+		}
+	}
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
 		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)
