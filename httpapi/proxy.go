@@ -127,7 +127,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 func ParseOrigin(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	shown := shownURL(s)
-	if err == nil && u.Opaque == "" {
+	if err == nil && u.Opaque == "" && u.Host != "" {
 		// Parsed: its scheme, host and path, which an "@" in the query or
 		// path cannot confuse.
 		v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
