@@ -68,7 +68,7 @@ type deps struct {
 // that steps back at the newest time it was given.
 type clock interface {
 	Latest() time.Time
-	Keep(time.Time)
+	Keep(from, t time.Time)
 }
 
 // configCache keeps a validated configuration's binary form (see
@@ -131,14 +131,23 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	if p, ok := next.(*proxy); ok {
 		p.log = d.Logger
 	}
-	var since time.Time
-	if d.Clock != nil {
-		since = d.Clock.Latest()
+	// The isolate's newest time is read when the request is served (after
+	// its body was awaited, while other requests ran) and kept again once
+	// it is decided: before the origin answers, so that a request waiting
+	// on the origin does not leave the others an older time.
+	var h *httpapi.Handler
+	var from time.Time
+	if d.Clock != nil && next != nil {
+		origin := next
+		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			d.Clock.Keep(from, h.Latest())
+			origin.ServeHTTP(w, r)
+		})
 	}
-	h, err := httpapi.New(httpapi.Options{
+	h, err = httpapi.New(httpapi.Options{
 		Config: cfg, Validated: true, // loadConfig's are
 		Store: d.Store, Local: d.Local, Next: next,
-		ClientIP: clientIP, Now: d.Now, Logger: d.Logger, Since: since,
+		ClientIP: clientIP, Now: d.Now, Logger: d.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
@@ -146,8 +155,10 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	var out http.Handler = h
 	if d.Clock != nil {
 		out = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			from = d.Clock.Latest()
+			h.Seen(from)
 			h.ServeHTTP(w, r)
-			d.Clock.Keep(h.Latest())
+			d.Clock.Keep(from, h.Latest())
 		})
 	}
 	if e.Debug && d.Debug != nil {

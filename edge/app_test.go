@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -894,5 +895,124 @@ func TestClockStepBackAcrossRequests(t *testing.T) {
 	// the clock re-enters.
 	if code := send(700 * time.Millisecond); code != http.StatusTooManyRequests {
 		t.Errorf("request at +0.7s, after the clock stepped back: %d, want 429", code)
+	}
+}
+
+// heldOrigin answers 201 once release is closed; reached gets a value
+// for every request that reached it.
+type heldOrigin struct {
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (o *heldOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	o.reached <- struct{}{}
+	<-o.release
+	return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok"))}, nil
+}
+
+// isolate is one Worker isolate: each send builds the handler
+// afresh, as the stock shim's fresh Go instance per request does, with the
+// isolate's globals and Clock shared.
+type isolate struct {
+	t  *testing.T
+	d  deps
+	rt http.RoundTripper
+}
+
+func newIsolate(t *testing.T, rt http.RoundTripper) *isolate {
+	g := workerskv.NewMemGlobals("iso")
+	st, err := workerskv.New(workerskv.Options{KV: nopKV{}, Globals: g, Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &isolate{t: t, rt: rt, d: deps{Store: st, Local: workerskv.NewLocal(g, nil), Transport: rt,
+		Logger: slog.New(slog.DiscardHandler), Clock: workerskv.NewClock(g)}}
+}
+
+func (iso *isolate) send(at time.Time) *httptest.ResponseRecorder {
+	const cfg = `{"plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}]}}}`
+	d := iso.d
+	d.Now = func() time.Time { return at }
+	h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, d)
+	if err != nil {
+		iso.t.Error(err)
+		return httptest.NewRecorder()
+	}
+	r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
+	r.Header.Set("CF-Connecting-IP", "203.0.113.9")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// TestClockKeptBeforeOriginAnswers: the isolate keeps a request's time
+// once it is decided, before the origin answers. Two requests at +1.1 s
+// fill the second bucket and wait on a slow origin; the clock steps back
+// to +0.7 s. Kept only after the origin answered, the next request was
+// decided at the +0.9 s the first had kept, in the bucket the two had moved
+// past: admitted, a third request within 0.4 s under a limit of 2 a second
+// (found by review). A long-lived limiter (the local server's) decides it
+// at +1.1 s and refuses it.
+func TestClockKeptBeforeOriginAnswers(t *testing.T) {
+	base := time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+	o := &heldOrigin{reached: make(chan struct{}, 4), release: make(chan struct{})}
+	iso := newIsolate(t, o)
+	close(o.release)
+	if w := iso.send(base.Add(900 * time.Millisecond)); w.Code != http.StatusCreated {
+		t.Fatalf("+0.9s: %d", w.Code)
+	}
+	<-o.reached
+	o.release = make(chan struct{})
+	done := make(chan int, 2)
+	for range 2 {
+		go func() { done <- iso.send(base.Add(1100 * time.Millisecond)).Code }()
+		<-o.reached // counted, now waiting on the origin
+	}
+	back := make(chan *httptest.ResponseRecorder, 1)
+	go func() { back <- iso.send(base.Add(700 * time.Millisecond)) }()
+	var w *httptest.ResponseRecorder
+	select {
+	case w = <-back: // refused: never reached the origin
+		close(o.release)
+	case <-o.reached: // admitted
+		close(o.release)
+		w = <-back
+	}
+	for range 2 {
+		if code := <-done; code != http.StatusCreated {
+			t.Errorf("+1.1s: %d, want 201", code)
+		}
+	}
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("+0.7s, while two requests at +1.1s wait on the origin: %d, want 429", w.Code)
+	}
+}
+
+// TestForwardGlitchDoesNotPinIsolate: one request that reads a clock an
+// hour ahead (an NTP step forward then back) must not pin every later
+// request of the isolate at that hour, refusing a client allowed 2 a
+// second for the hour (found by review of 4b7e370, which keeps the
+// isolate's newest time): the limiter follows a step back of more than a
+// minute, and so does the isolate.
+func TestForwardGlitchDoesNotPinIsolate(t *testing.T) {
+	base := time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+	o := &heldOrigin{reached: make(chan struct{}, 64), release: make(chan struct{})}
+	close(o.release)
+	iso := newIsolate(t, o)
+	iso.send(base.Add(time.Hour)) // the glitch
+	admitted := 0
+	var retry string
+	for s := 1; s <= 10; s++ { // real time again, one request a second
+		w := iso.send(base.Add(time.Duration(s) * time.Second))
+		if w.Code == http.StatusCreated {
+			admitted++
+		} else {
+			retry = w.Header().Get("Retry-After")
+		}
+	}
+	if admitted < 9 {
+		n, _ := strconv.Atoi(retry)
+		t.Errorf("one request a second for 10 s after a +1h glitch, limit 2/s: %d admitted, last Retry-After %ds; want (nearly) all", admitted, n)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/netip"
 	"net/textproto"
-	"net/url"
 	"os"
 	"path"
 	"strings"
@@ -76,11 +75,6 @@ type Options struct {
 	PeerIP func(*http.Request) (netip.Addr, bool)
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
-	// Since is the newest time an earlier Handler of this process saw
-	// (Latest): a platform that builds a Handler per request (the Worker)
-	// passes it on, so that a clock stepping back inside an isolate does
-	// not reopen a bucket already counted past. The zero Time means none.
-	Since time.Time
 	// Logger receives a record per denied request and per store error.
 	// Nil means JSON lines on standard error, shaped as slog's JSONHandler
 	// writes them.
@@ -166,7 +160,6 @@ func New(o Options) (*Handler, error) {
 			Store:       o.Store,
 			Local:       o.Local,
 			CountDenied: cfg.CountDenied,
-			Since:       o.Since,
 		}),
 		next:        o.Next,
 		clientIP:    o.ClientIP,
@@ -257,9 +250,14 @@ func rules(ls []config.Limit) []limiter.Rule {
 	return out
 }
 
-// Latest returns the newest time the Handler's limiter has seen, for
-// Options.Since of the next Handler; the zero Time before any check.
+// Latest returns the newest time the Handler's limiter has seen; the zero
+// Time before any check. A platform that builds a Handler per request (the
+// Worker) passes it to the next Handler's Seen, so that a clock stepping
+// back does not reopen a bucket already counted past.
 func (h *Handler) Latest() time.Time { return h.lim.Latest() }
+
+// Seen records t as a time seen (limiter.Limiter.Seen).
+func (h *Handler) Seen(t time.Time) { h.lim.Seen(t) }
 
 // ServeHTTP serves GET /healthz, POST /v1/check, and every other request as
 // the pre-filter in front of Options.Next.
@@ -577,22 +575,54 @@ func methodParams(query string) []string {
 		if !strings.Contains(k, "method") && !strings.Contains(k, "%") {
 			continue
 		}
-		name, err := url.QueryUnescape(k)
-		if err != nil {
-			continue
-		}
+		name := unescapeLoose(k)
 		name = strings.TrimLeft(name, " ")
 		if i := strings.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
 		}
-		if len(name) != len("_method") || name[1:] != "method" || !strings.ContainsRune("_. [", rune(name[0])) {
+		if len(name) != len("_method") || name[1:] != "method" || !strings.ContainsRune("_. ", rune(name[0])) {
 			continue
 		}
-		if v, err = url.QueryUnescape(v); err == nil {
-			vs = append(vs, v)
-		}
+		vs = append(vs, unescapeLoose(v))
 	}
 	return vs
+}
+
+// unescapeLoose decodes a query component as PHP's urldecode does: "+" is a
+// space, a valid %XX its byte, and an invalid escape stays as written
+// (url.QueryUnescape refuses the whole component: "_method%00%zz" is
+// "_method" to PHP).
+func unescapeLoose(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '+':
+			b = append(b, ' ')
+		case c == '%' && i+2 < len(s) && ishex(s[i+1]) && ishex(s[i+2]):
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+		default:
+			b = append(b, c)
+		}
+	}
+	return string(b)
+}
+
+func ishex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= 'a':
+		return c - 'a' + 10
+	case c >= 'A':
+		return c - 'A' + 10
+	}
+	return c - '0'
 }
 
 // overrideHeaders name the method an origin may serve a request as.

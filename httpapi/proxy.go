@@ -127,9 +127,10 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 func ParseOrigin(s string) (*url.URL, error) {
 	u, err := url.Parse(s)
 	shown := shownURL(s)
-	if err == nil && u.Opaque == "" && u.Host != "" {
-		// Parsed: its scheme, host and path, which an "@" in the query or
-		// path cannot confuse.
+	if err == nil && u.Opaque == "" && u.Host != "" && !strings.Contains(s, "@") {
+		// Parsed, and no "@" that a password may stand before: its
+		// scheme, host and path ("https://svc:0/pw@origin" parses as host
+		// svc:0 and a path holding the password).
 		v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
 		if u.User != nil {
 			v.User = url.User("xxxxx")

@@ -331,6 +331,12 @@ func TestParseOriginHidesPassword(t *testing.T) {
 		"ftp://origin.example/?to=ops@corp.example&key=originSECRET",
 		"svc:origin//SECRET@origin.example",
 		"svc:originSECRET@origin.example:0",
+		// A password Go parses as a port and a path (found by a fifth
+		// review).
+		"https://svc:0/originSECRET@origin.example/",
+		"http://svc:70000/originSECRET@origin.example",
+		"ftp://svc:2024/originSECRET@origin.example",
+		"ftp://svc:/originSECRET@origin.example",
 	} {
 		t.Run(s, func(t *testing.T) {
 			_, err := ParseOrigin(s)

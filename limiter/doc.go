@@ -23,8 +23,10 @@
 // Refund forgets the identity's denial under the rules it takes back from.
 //
 // The limiter reads no clock: every Check takes now. A clock that steps
-// backwards is held at the newest time seen (to the millisecond: within
-// the newest millisecond a check is decided at its own time, in the same
-// buckets), and RetryAfter and ResetAfter then count from now, the step
-// included.
+// backwards by up to a minute is held at the newest time seen (to the
+// millisecond: within the newest millisecond a check is decided at its own
+// time, in the same buckets), and RetryAfter and ResetAfter then count
+// from now, the step included. A longer step back corrects a clock that
+// had run ahead: the limiter follows it, rather than decide every check at
+// that time until the clock catches up.
 package limiter

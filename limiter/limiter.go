@@ -38,6 +38,12 @@ const maxAttempts = 64
 // across a boundary reopens no bucket).
 const clockSlack = int64(time.Millisecond)
 
+// maxHold bounds the step back of the clock that the limiter holds at the
+// newest time seen: NTP slews and steps, and clocks of machines a little
+// apart, are well within it; a longer step corrects a clock that had run
+// ahead, and the limiter follows it.
+const maxHold = time.Minute
+
 var (
 	ErrRules      = errors.New("limiter: a check needs between 1 and 8 rules")
 	ErrCost       = errors.New("limiter: cost must not be negative")
@@ -85,12 +91,6 @@ type Options struct {
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
 	DenyCacheSize int
-	// Since is the newest time a limiter before this one saw, for a
-	// process whose limiter lives for one request (the Worker's: the shim
-	// starts a fresh Go instance per request) and keeps Latest elsewhere:
-	// a check before it is decided at it, as a long-lived limiter decides
-	// a check after its clock stepped back. The zero Time means none.
-	Since time.Time
 }
 
 // Limiter decides requests against rules, counting admitted cost in a
@@ -186,14 +186,23 @@ func New(o Options) *Limiter {
 		l.deny = newDenyCache(o.DenyCacheSize)
 	}
 	l.pool.New = func() any { return new(scratch) }
-	if !o.Since.IsZero() {
-		l.latest.Store(o.Since.UnixNano())
-	}
 	return l
 }
 
-// Latest returns the newest time the limiter has seen (see Options.Since),
-// or the zero Time.
+// Seen records t as a time seen, as a check at t would: a later check
+// before it is decided at it. A process whose limiter lives for one request
+// (the Worker's: the shim starts a fresh Go instance per request) passes
+// on, this way, the newest time an earlier limiter saw (Latest).
+func (l *Limiter) Seen(t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	n := t.UnixNano()
+	for last := l.latest.Load(); n > last && !l.latest.CompareAndSwap(last, n); last = l.latest.Load() {
+	}
+}
+
+// Latest returns the newest time the limiter has seen, or the zero Time.
 func (l *Limiter) Latest() time.Time {
 	if n := l.latest.Load(); n != 0 {
 		return time.Unix(0, n)
@@ -696,25 +705,36 @@ func (l *Limiter) curSlots(now time.Time, rules []Rule, local bool, cost int64, 
 }
 
 // clock returns now, or the newest time seen and true when the clock has
-// gone backwards: a step back must not reopen buckets that were already
-// counted past.
+// gone backwards by at most maxHold: a step back must not reopen buckets
+// that were already counted past. A longer step is a correction of a clock
+// that had run ahead, which the limiter follows.
 func (l *Limiter) clock(now time.Time) (time.Time, bool) {
 	n := now.UnixNano()
-	last := l.latest.Load()
-	if n < last {
-		return time.Unix(0, last), true
-	}
-	// Recording only a time more than clockSlack past the recorded one
-	// left a hole: after checks at 0.6 ms before a boundary (recorded)
-	// and 0.15 ms past it (not), one at 0.1 ms before it was decided, and
-	// counted, in the bucket already left.
-	for n/clockSlack != last/clockSlack {
-		if l.latest.CompareAndSwap(last, n) {
-			break
-		}
-		if last = l.latest.Load(); n < last {
+	for {
+		last := l.latest.Load()
+		switch {
+		case n < last && last-n <= int64(maxHold):
 			return time.Unix(0, last), true
+		case n < last:
+			// One reading an hour ahead would otherwise decide every
+			// check at that hour until the clock caught up: refusing
+			// nearly every client for the hour, with a Retry-After of
+			// an hour.
+			if l.latest.CompareAndSwap(last, n) {
+				return now, false
+			}
+		case n/clockSlack == last/clockSlack:
+			// Recording only a time more than clockSlack past the
+			// recorded one left a hole: after checks at 0.6 ms before a
+			// boundary (recorded) and 0.15 ms past it (not), one at
+			// 0.1 ms before it was decided, and counted, in the bucket
+			// already left. Within the recorded millisecond a check is
+			// decided at its own time.
+			return now, false
+		default:
+			if l.latest.CompareAndSwap(last, n) {
+				return now, false
+			}
 		}
 	}
-	return now, false
 }

@@ -1146,10 +1146,10 @@ func TestDenialNotRememberedAfterRefund(t *testing.T) {
 	}
 }
 
-// TestSince: a limiter given the newest time an earlier one saw (a
+// TestSeen: a limiter told the newest time an earlier one saw (a
 // Worker's, which lives for one request) decides a check before it at it,
 // as the earlier limiter would have; Latest reports it.
-func TestSince(t *testing.T) {
+func TestSeen(t *testing.T) {
 	mem := memstore.New()
 	first := New(Options{Store: mem})
 	if !first.Latest().IsZero() {
@@ -1162,9 +1162,33 @@ func TestSince(t *testing.T) {
 	if !first.Latest().Equal(at) {
 		t.Fatalf("Latest = %v, want %v", first.Latest(), at)
 	}
-	next := New(Options{Store: mem, Since: first.Latest()})
+	next := New(Options{Store: mem})
+	next.Seen(first.Latest())
+	next.Seen(at.Add(-time.Second)) // an older time changes nothing
+	next.Seen(time.Time{})
 	res := check(t, next, at.Add(-300*time.Millisecond), "k", 1, r) // the clock stepped back a bucket
 	if res.Allowed || !res.At.Equal(at) {
-		t.Errorf("a check 300 ms before Since: allowed %t at %v; want a denial decided at %v", res.Allowed, res.At, at)
+		t.Errorf("a check 300 ms before the time seen: allowed %t at %v; want a denial decided at %v", res.Allowed, res.At, at)
+	}
+}
+
+// TestClockCorrection: a step back of more than a minute corrects a clock
+// that had run ahead, and the limiter follows it: one reading an hour
+// ahead must not decide every later check at that hour (refusing nearly
+// every client for the hour; found by review). A step within the minute is
+// held, as before.
+func TestClockCorrection(t *testing.T) {
+	l := New(Options{DisableDenyCache: true})
+	r := rule("second", 2, time.Second)
+	check(t, l, t0.Add(time.Hour), "glitch", 1, r)
+	for s := 1; s <= 5; s++ {
+		at := t0.Add(time.Duration(s) * time.Second)
+		if res := check(t, l, at, "k", 1, r); !res.Allowed || !res.At.Equal(at) {
+			t.Fatalf("one request a second after a reading an hour ahead: at +%ds allowed %t, decided at %v", s, res.Allowed, res.At)
+		}
+	}
+	held := t0.Add(5*time.Second - 30*time.Second)
+	if res := check(t, l, held, "k", 1, r); !res.At.Equal(t0.Add(5 * time.Second)) {
+		t.Errorf("a step back of 30 s was decided at %v, want held at the newest time", res.At)
 	}
 }

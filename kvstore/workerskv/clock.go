@@ -12,8 +12,8 @@ const clockKey = "clock|latest"
 // Clock keeps the newest time the limiters of an isolate have seen, in its
 // globals: the stock shim starts a fresh Go instance, and so a fresh
 // limiter, per request, and a limiter holds a clock that steps back at the
-// newest time it saw (httpapi.Options.Since, Handler.Latest). The zero
-// value is not usable; call NewClock.
+// newest time it saw (httpapi.Handler.Seen and Latest). The zero value is
+// not usable; call NewClock.
 type Clock struct{ g Globals }
 
 // NewClock returns the Clock of the isolate whose globals are g.
@@ -32,14 +32,17 @@ func (c Clock) Latest() time.Time {
 	return time.Unix(0, n)
 }
 
-// Keep keeps t if it is newer than the time kept.
-func (c Clock) Keep(t time.Time) {
+// Keep keeps t, the newest time of a limiter that started from the time
+// from (Latest's, then), if it is newer than the time kept, or if it is
+// older than from: that limiter followed a correction of a clock that had
+// run ahead (limiter.Limiter.Seen), and so does the isolate.
+func (c Clock) Keep(from, t time.Time) {
 	if t.IsZero() {
 		return
 	}
-	n := t.UnixNano()
+	n, corrected := t.UnixNano(), t.Before(from)
 	c.g.Update(func(cs Cells) {
-		if cell, _ := cs.Get(clockKey); cell.N < n {
+		if cell, _ := cs.Get(clockKey); cell.N < n || corrected {
 			cs.Set(clockKey, Cell{N: n, Expires: math.MaxInt64})
 		}
 	})

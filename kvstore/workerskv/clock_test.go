@@ -14,9 +14,9 @@ func TestClock(t *testing.T) {
 		t.Fatalf("a new isolate's clock: %v, want none", got)
 	}
 	t1 := time.Date(2026, 11, 22, 12, 0, 31, 0, time.UTC)
-	c.Keep(t1)
-	c.Keep(t1.Add(-time.Second)) // an older request ending later
-	c.Keep(time.Time{})
+	c.Keep(time.Time{}, t1)
+	c.Keep(time.Time{}, t1.Add(-time.Second)) // an older request ending later
+	c.Keep(t1, time.Time{})
 	if got := NewClock(g).Latest(); !got.Equal(t1) {
 		t.Errorf("Latest = %v, want %v", got, t1)
 	}
@@ -24,8 +24,14 @@ func TestClock(t *testing.T) {
 	if got := c.Latest(); !got.Equal(t1) {
 		t.Errorf("after a sweep: Latest = %v, want %v", got, t1)
 	}
-	c.Keep(t1.Add(time.Second))
+	c.Keep(t1, t1.Add(time.Second))
 	if got := c.Latest(); !got.Equal(t1.Add(time.Second)) {
 		t.Errorf("Latest = %v, want the newer %v", got, t1.Add(time.Second))
+	}
+	// A limiter that started from an hour ahead and followed the clock
+	// back: the isolate follows too.
+	c.Keep(t1.Add(time.Hour), t1.Add(2*time.Second))
+	if got := c.Latest(); !got.Equal(t1.Add(2 * time.Second)) {
+		t.Errorf("after a correction: Latest = %v, want %v", got, t1.Add(2*time.Second))
 	}
 }
