@@ -119,6 +119,9 @@ type logger interface {
 }
 
 // newHandler builds the Worker's handler: httpapi in front of the origin.
+// With a d.Clock, the handler serves one request (the stock shim starts a
+// Go instance, and builds a handler, per request): it reads the isolate's
+// time when the request is served and keeps it once decided.
 func newHandler(e env, d deps) (http.Handler, error) {
 	cfg, err := loadConfig(e.config, d.Configs)
 	if err != nil {

@@ -1016,3 +1016,99 @@ func TestForwardGlitchDoesNotPinIsolate(t *testing.T) {
 		t.Errorf("one request a second for 10 s after a +1h glitch, limit 2/s: %d admitted, last Retry-After %ds; want (nearly) all", admitted, n)
 	}
 }
+
+// slowPathOrigin holds the requests for /slow until release is closed, and
+// answers every other request at once.
+type slowPathOrigin struct {
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (o *slowPathOrigin) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Path == "/slow" {
+		o.reached <- struct{}{}
+		<-o.release
+	}
+	return &http.Response{StatusCode: http.StatusCreated, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("ok"))}, nil
+}
+
+// TestCorrectedKeepDoesNotLowerNewerTime: a request that followed a
+// correction (the isolate's kept time an hour ahead, its own clock right)
+// keeps its time twice: before the origin answers and again after
+// ServeHTTP. The second Keep(from, t) was a "correction" again and
+// lowered, unconditionally, the time that requests served meanwhile kept: the
+// isolate forgets that they counted past a bucket, and a clock stepping
+// back re-enters it (found by a sixth review). The local server's long-lived
+// limiter holds the step back at +2.1 s and refuses the request.
+func TestCorrectedKeepDoesNotLowerNewerTime(t *testing.T) {
+	base := time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+	o := &slowPathOrigin{reached: make(chan struct{}, 1), release: make(chan struct{})}
+	iso := newIsolate(t, o)
+	send := func(path string, at time.Time) int {
+		const cfg = `{"plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}]}}}`
+		d := iso.d
+		d.Now = func() time.Time { return at }
+		h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, d)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		r := httptest.NewRequest("GET", "https://w.example.com"+path, nil)
+		r.Header.Set("CF-Connecting-IP", "203.0.113.9")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	if code := send("/x", base.Add(time.Hour)); code != http.StatusCreated { // the glitch
+		t.Fatalf("+1h: %d", code)
+	}
+	slow := make(chan int, 1)
+	go func() { slow <- send("/slow", base.Add(500*time.Millisecond)) }() // follows the correction
+	<-o.reached
+	for range 2 {
+		if code := send("/x", base.Add(2100*time.Millisecond)); code != http.StatusCreated {
+			t.Fatalf("+2.1s: %d, want 201", code)
+		}
+	}
+	close(o.release)
+	if code := <-slow; code != http.StatusCreated {
+		t.Fatalf("+0.5s (slow origin): %d, want 201", code)
+	}
+	if got, want := iso.d.Clock.Latest(), base.Add(2100*time.Millisecond); got.Before(want) {
+		t.Errorf("kept time after the slow request ended: %v, want at least %v (kept by the requests at +2.1s)", got, want)
+	}
+	if code := send("/x", base.Add(1900*time.Millisecond)); code != http.StatusTooManyRequests {
+		t.Errorf("+1.9s, after two requests at +2.1s (a step back of 0.2 s): %d, want 429", code)
+	}
+}
+
+// TestClockReadWhenServed: the isolate's time is read when the request is
+// served, not when its handler is built: the Worker awaits the request's
+// body in between, and other requests of the isolate run and keep newer
+// times meanwhile (found by a sixth review).
+func TestClockReadWhenServed(t *testing.T) {
+	base := time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC)
+	o := &heldOrigin{reached: make(chan struct{}, 8), release: make(chan struct{})}
+	close(o.release)
+	iso := newIsolate(t, o)
+	iso.send(base.Add(900 * time.Millisecond))
+	const cfg = `{"plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}]}}}`
+	d := iso.d
+	d.Now = func() time.Time { return base.Add(700 * time.Millisecond) } // the clock will have stepped back
+	h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // while this request's body is awaited
+		if w := iso.send(base.Add(1100 * time.Millisecond)); w.Code != http.StatusCreated {
+			t.Fatalf("+1.1s: %d", w.Code)
+		}
+	}
+	r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
+	r.Header.Set("CF-Connecting-IP", "203.0.113.9")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests {
+		t.Errorf("+0.7s, served after two requests at +1.1s: %d, want 429", w.Code)
+	}
+}

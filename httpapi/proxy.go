@@ -145,6 +145,11 @@ func ParseOrigin(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)
 	case u.User != nil:
 		return nil, fmt.Errorf("%q: user info is not sent to the origin; drop it", shown)
+	case strings.Contains(s, "@"):
+		// "https://deploy:4242/pw@origin" parses as host deploy, port
+		// 4242 and a path: requests would go to the wrong host, and the
+		// URL, printed at start, shows the password (found by review).
+		return nil, fmt.Errorf("%q: an @ outside user info; user info is not sent to the origin (write a literal @ as %%40)", shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

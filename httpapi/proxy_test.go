@@ -337,6 +337,12 @@ func TestParseOriginHidesPassword(t *testing.T) {
 		"http://svc:70000/originSECRET@origin.example",
 		"ftp://svc:2024/originSECRET@origin.example",
 		"ftp://svc:/originSECRET@origin.example",
+		// ... and its digits as the port (found by a sixth review); a
+		// URL that Go accepts with the password in its path is refused.
+		"https://deploy:98765SECRET/x@origin.example",
+		"https://deploy:9876543/SECRET@origin.example",
+		"https://deploy:4242/SECRET@origin.example",
+		"https://deploy:4242?SECRET@origin.example",
 	} {
 		t.Run(s, func(t *testing.T) {
 			_, err := ParseOrigin(s)
@@ -347,5 +353,21 @@ func TestParseOriginHidesPassword(t *testing.T) {
 				t.Errorf("the error shows the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestParseOriginPortHidesPasswordDigits: a password that starts with
+// digits and holds "/", "?" or "#" is parsed by Go as a port and a path,
+// a query or a fragment; the port error quoted the port, the digits of the
+// password (found by a sixth review).
+func TestParseOriginPortHidesPasswordDigits(t *testing.T) {
+	for _, s := range []string{
+		"https://deploy:9876543/x@origin.example",
+		"https://deploy:9876543?x@origin.example",
+		"https://deploy:9876543#x@origin.example",
+	} {
+		if _, err := ParseOrigin(s); err == nil || strings.Contains(err.Error(), "9876543") {
+			t.Errorf("ParseOrigin(%q): %v; want an error without the password's digits", s, err)
+		}
 	}
 }

@@ -28,5 +28,10 @@
 // time, in the same buckets), and RetryAfter and ResetAfter then count
 // from now, the step included. A longer step back corrects a clock that
 // had run ahead: the limiter follows it, rather than decide every check at
-// that time until the clock catches up.
+// that time until the clock catches up. What was counted while the clock
+// ran ahead went to buckets of that time: after the correction the current
+// buckets admit as if it had not been (up to twice a limit within the
+// step), and when the clock reaches those buckets again their counts apply
+// once more (too strict then); stored counters of that time also live
+// longer by the step.
 package limiter

@@ -39,9 +39,12 @@ const maxAttempts = 64
 const clockSlack = int64(time.Millisecond)
 
 // maxHold bounds the step back of the clock that the limiter holds at the
-// newest time seen: NTP slews and steps, and clocks of machines a little
-// apart, are well within it; a longer step corrects a clock that had run
-// ahead, and the limiter follows it.
+// newest time seen; a longer step corrects a clock that had run ahead, and
+// the limiter follows it. A hold freezes every check at one instant for as
+// long as the step (a limit per second admits nothing new meanwhile). Real
+// steps back are mostly under a second (ntpd steps offsets over 128 ms), so
+// a few seconds would do; a minute keeps every step the tests and the
+// reference model take (up to 31 s) held.
 const maxHold = time.Minute
 
 var (

@@ -33,16 +33,20 @@ func (c Clock) Latest() time.Time {
 }
 
 // Keep keeps t, the newest time of a limiter that started from the time
-// from (Latest's, then), if it is newer than the time kept, or if it is
-// older than from: that limiter followed a correction of a clock that had
-// run ahead (limiter.Limiter.Seen), and so does the isolate.
+// from (Latest's, then), if it is newer than the time kept. If t is older
+// than from, that limiter followed a correction of a clock that had run
+// ahead (limiter.Limiter.Seen), and the isolate follows too, unless
+// another request has kept a newer time since from was read: lowering
+// that would forget the buckets it counted past (found by review).
 func (c Clock) Keep(from, t time.Time) {
 	if t.IsZero() {
 		return
 	}
-	n, corrected := t.UnixNano(), t.Before(from)
+	n := t.UnixNano()
+	corrected := t.Before(from)
 	c.g.Update(func(cs Cells) {
-		if cell, _ := cs.Get(clockKey); cell.N < n || corrected {
+		cell, _ := cs.Get(clockKey)
+		if cell.N < n || corrected && cell.N == from.UnixNano() {
 			cs.Set(clockKey, Cell{N: n, Expires: math.MaxInt64})
 		}
 	})

@@ -28,10 +28,19 @@ func TestClock(t *testing.T) {
 	if got := c.Latest(); !got.Equal(t1.Add(time.Second)) {
 		t.Errorf("Latest = %v, want the newer %v", got, t1.Add(time.Second))
 	}
-	// A limiter that started from an hour ahead and followed the clock
-	// back: the isolate follows too.
-	c.Keep(t1.Add(time.Hour), t1.Add(2*time.Second))
+	// A reading an hour ahead, then a limiter that started from it and
+	// followed the clock back: the isolate follows too.
+	ahead := t1.Add(time.Hour)
+	c.Keep(t1, ahead)
+	c.Keep(ahead, t1.Add(2*time.Second))
 	if got := c.Latest(); !got.Equal(t1.Add(2 * time.Second)) {
 		t.Errorf("after a correction: Latest = %v, want %v", got, t1.Add(2*time.Second))
+	}
+	// A second correcting limiter that started from the hour ahead, after
+	// the first kept a newer time: the newer time stays.
+	c.Keep(ahead, t1.Add(3*time.Second))
+	c.Keep(ahead, t1.Add(time.Second))
+	if got := c.Latest(); !got.Equal(t1.Add(3 * time.Second)) {
+		t.Errorf("a late correction lowered the time kept: Latest = %v, want %v", got, t1.Add(3*time.Second))
 	}
 }
