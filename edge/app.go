@@ -121,7 +121,8 @@ type logger interface {
 // newHandler builds the Worker's handler: httpapi in front of the origin.
 // With a d.Clock, the handler serves one request (the stock shim starts a
 // Go instance, and builds a handler, per request): it reads the isolate's
-// time when the request is served and keeps it once decided.
+// time when the request is served, and keeps the request's own time as
+// soon as it reads the clock.
 func newHandler(e env, d deps) (http.Handler, error) {
 	cfg, err := loadConfig(e.config, d.Configs)
 	if err != nil {
@@ -135,11 +136,27 @@ func newHandler(e env, d deps) (http.Handler, error) {
 		p.log = d.Logger
 	}
 	// The isolate's newest time is read when the request is served (after
-	// its body was awaited, while other requests ran) and kept again once
-	// it is decided: before the origin answers, so that a request waiting
-	// on the origin does not leave the others an older time.
+	// its body was awaited, while other requests ran). A later time the
+	// request reads from the clock is kept at once, before its check
+	// awaits KV (found by review); its limiter's newest time is kept again
+	// before the origin is called and at the end (a correction it
+	// followed lowers the isolate's time then).
 	var h *httpapi.Handler
 	var from time.Time
+	now := d.Now
+	if d.Clock != nil {
+		read := now
+		if read == nil {
+			read = time.Now
+		}
+		now = func() time.Time {
+			t := read()
+			if t.After(from) {
+				d.Clock.Keep(from, t)
+			}
+			return t
+		}
+	}
 	if d.Clock != nil && next != nil {
 		origin := next
 		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -150,7 +167,7 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	h, err = httpapi.New(httpapi.Options{
 		Config: cfg, Validated: true, // loadConfig's are
 		Store: d.Store, Local: d.Local, Next: next,
-		ClientIP: clientIP, Now: d.Now, Logger: d.Logger,
+		ClientIP: clientIP, Now: now, Logger: d.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("edge: %w", err)

@@ -329,6 +329,12 @@ func TestOriginURLPattern(t *testing.T) {
 		{"api.example.com/v1", false},
 		{"ftp://api.example.com", false},
 		{"https://user:secret@api.example.com", false},
+		// An @ outside user info (found by a seventh review): Go reads
+		// the first as host deploy with the password in the path.
+		{"https://deploy:4242/pw@origin.example.com", false},
+		{"https://api.example.com/users/@me", false},
+		{"https://api.example.com/v1?notify=ops@example.com", false},
+		{"https://api.example.com/users/%40me", true},
 		{"https://", false},
 		{"https:///path", false},
 		{" https://api.example.com", false},
