@@ -151,6 +151,12 @@ func newHandler(e env, d deps) (http.Handler, error) {
 		}
 		now = func() time.Time {
 			t := read()
+			// Other requests may have kept a newer time since from was
+			// read: a check's streamed body is read in between (found by
+			// review).
+			if l := d.Clock.Latest(); l.After(from) {
+				h.Seen(l)
+			}
 			if t.After(from) {
 				d.Clock.Keep(from, t)
 			}

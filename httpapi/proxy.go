@@ -149,13 +149,9 @@ func ParseOrigin(s string) (*url.URL, error) {
 		// "https://deploy:4242/pw@origin" parses as host deploy, port
 		// 4242 and a path: requests would go to the wrong host, and the
 		// URL, printed at start, shows the password (found by review).
-		// Shown: the scheme and host name, never the port (the digits of
-		// such a password).
-		host := u.Hostname()
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-		return nil, fmt.Errorf("%q: an @ in the path or query, or user info after a port; user info is not sent to the origin, and a literal @ must be written %%40", u.Scheme+"://"+host+"/…")
+		// Shown: the scheme alone. What Go took for the host and port
+		// may be the user info ("https://tokenPART/rest@origin").
+		return nil, fmt.Errorf("%q: an @ in the path or query, or in user info; user info is not sent to the origin, and a literal @ must be written %%40", u.Scheme+"://…")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

@@ -343,6 +343,11 @@ func TestParseOriginHidesPassword(t *testing.T) {
 		"https://deploy:9876543/SECRET@origin.example",
 		"https://deploy:4242/SECRET@origin.example",
 		"https://deploy:4242?SECRET@origin.example",
+		// User info Go reads as the host (found by an eighth review).
+		"https://originSECRET/x@origin.example",
+		"https://originSECRET?x@origin.example",
+		"https://originSECRET#x@origin.example",
+		"https://SECRETuser:4242/pw@origin.example",
 	} {
 		t.Run(s, func(t *testing.T) {
 			_, err := ParseOrigin(s)
