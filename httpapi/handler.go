@@ -567,7 +567,8 @@ func (h *Handler) cost(r *http.Request) int64 {
 // methodParams returns the values of the query's _method parameters, with
 // their names read as the frameworks that serve them read names: decoded
 // ("%5Fmethod", "_%6Dethod"), and, as PHP does, without leading spaces, up
-// to a NUL, and with ".", " " and "[" as "_".
+// to a NUL, and with a first "." or " " as "_" (PHP drops a name that
+// starts with "[").
 func methodParams(query string) []string {
 	var vs []string
 	for pair := range strings.SplitSeq(query, "&") {
