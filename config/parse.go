@@ -234,19 +234,11 @@ func secret(path string) bool {
 
 // kind names the JSON type of a decoded value, with its article.
 func kind(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case jsonv.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
+	t := jsonv.TypeName(v)
+	if t == "array" || t == "object" {
+		return "an " + t
 	}
-	return "a value"
+	return "a " + t
 }
 
 // describe formats a decoded JSON value for an error message.

@@ -120,9 +120,8 @@ type logger interface {
 
 // newHandler builds the Worker's handler: httpapi in front of the origin.
 // With a d.Clock, the handler serves one request (the stock shim starts a
-// Go instance, and builds a handler, per request): it reads the isolate's
-// time when the request is served, and keeps the request's own time as
-// soon as it reads the clock.
+// Go instance, and builds a handler, per request): when the request reads
+// the clock, it reads the isolate's time too and keeps its own at once.
 func newHandler(e env, d deps) (http.Handler, error) {
 	cfg, err := loadConfig(e.config, d.Configs)
 	if err != nil {
@@ -135,12 +134,12 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	if p, ok := next.(*proxy); ok {
 		p.log = d.Logger
 	}
-	// The isolate's newest time is read when the request is served (after
-	// its body was awaited, while other requests ran). A later time the
-	// request reads from the clock is kept at once, before its check
-	// awaits KV (found by review); its limiter's newest time is kept again
-	// before the origin is called and at the end (a correction it
-	// followed lowers the isolate's time then).
+	// The isolate's newest time is read when the request reads the clock:
+	// after its body was awaited, while other requests of the isolate ran
+	// and kept newer times (found by review). The request's own time is
+	// kept at once, before its check awaits KV; its limiter's newest time
+	// is kept again at the end (a correction it followed lowers the
+	// isolate's time then).
 	var h *httpapi.Handler
 	var from time.Time
 	now := d.Now
@@ -150,25 +149,14 @@ func newHandler(e env, d deps) (http.Handler, error) {
 			read = time.Now
 		}
 		now = func() time.Time {
+			from = d.Clock.Latest()
+			h.Seen(from)
 			t := read()
-			// Other requests may have kept a newer time since from was
-			// read: a check's streamed body is read in between (found by
-			// review).
-			if l := d.Clock.Latest(); l.After(from) {
-				h.Seen(l)
-			}
 			if t.After(from) {
 				d.Clock.Keep(from, t)
 			}
 			return t
 		}
-	}
-	if d.Clock != nil && next != nil {
-		origin := next
-		next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			d.Clock.Keep(from, h.Latest())
-			origin.ServeHTTP(w, r)
-		})
 	}
 	h, err = httpapi.New(httpapi.Options{
 		Config: cfg, Validated: true, // loadConfig's are
@@ -181,8 +169,6 @@ func newHandler(e env, d deps) (http.Handler, error) {
 	var out http.Handler = h
 	if d.Clock != nil {
 		out = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			from = d.Clock.Latest()
-			h.Seen(from)
 			h.ServeHTTP(w, r)
 			d.Clock.Keep(from, h.Latest())
 		})

@@ -946,8 +946,8 @@ func (iso *isolate) send(at time.Time) *httptest.ResponseRecorder {
 	return w
 }
 
-// TestClockKeptBeforeOriginAnswers: the isolate keeps a request's time
-// once it is decided, before the origin answers. Two requests at +1.1 s
+// TestClockKeptBeforeOriginAnswers: the isolate keeps a request's time as
+// soon as it reads the clock, before the origin answers. Two requests at +1.1 s
 // fill the second bucket and wait on a slow origin; the clock steps back
 // to +0.7 s. Kept only after the origin answered, the next request was
 // decided at the +0.9 s the first had kept, in the bucket the two had moved
@@ -1082,8 +1082,8 @@ func TestCorrectedKeepDoesNotLowerNewerTime(t *testing.T) {
 	}
 }
 
-// TestClockReadWhenServed: the isolate's time is read when the request is
-// served, not when its handler is built: the Worker awaits the request's
+// TestClockReadWhenServed: the isolate's time is read when the request
+// reads the clock, not when its handler is built: the Worker awaits the request's
 // body in between, and other requests of the isolate run and keep newer
 // times meanwhile (found by a sixth review).
 func TestClockReadWhenServed(t *testing.T) {

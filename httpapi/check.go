@@ -117,7 +117,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 		case "key", "plan":
 			s, ok := v.(string)
 			if !ok && v != nil {
-				return req, &fieldError{k, "must be a string, got JSON " + jsonType(v)}
+				return req, &fieldError{k, "must be a string, got JSON " + jsonv.TypeName(v)}
 			}
 			if k == "key" {
 				req.Key = s
@@ -130,7 +130,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 			}
 			n, ok := v.(jsonv.Number)
 			if !ok {
-				return req, &fieldError{k, "must be an integer, got JSON " + jsonType(v)}
+				return req, &fieldError{k, "must be an integer, got JSON " + jsonv.TypeName(v)}
 			}
 			c, err := n.Int64()
 			if err != nil {
@@ -213,23 +213,6 @@ func repeatedName(data []byte) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// jsonType names the JSON type of a parsed value.
-func jsonType(v any) string {
-	switch v.(type) {
-	case string:
-		return "string"
-	case jsonv.Number:
-		return "number"
-	case bool:
-		return "boolean"
-	case []any:
-		return "array"
-	case map[string]any:
-		return "object"
-	}
-	return "null"
 }
 
 func (c *checkResponse) encode(e *jsonv.Encoder) {

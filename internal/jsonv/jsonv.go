@@ -75,6 +75,24 @@ func SortedKeys(m map[string]any) []string {
 	return keys
 }
 
+// TypeName names the JSON type of a parsed value: "string", "number",
+// "boolean", "array", "object" or "null".
+func TypeName(v any) string {
+	switch v.(type) {
+	case string:
+		return "string"
+	case Number:
+		return "number"
+	case bool:
+		return "boolean"
+	case []any:
+		return "array"
+	case map[string]any:
+		return "object"
+	}
+	return "null"
+}
+
 // checkText rejects invalid UTF-8 and lone surrogate escapes. Outside
 // strings a valid document has no backslash, so the scan need not track
 // where strings are.
