@@ -247,17 +247,27 @@ func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules
 // Decide is Check for a caller that needs only the deciding rule's
 // decision (Result.Decision), as a caller of a client-side limiter's
 // Allow or Take does: the verdict, the deciding rule's limit, remaining,
-// ResetAfter and RetryAfter. It counts exactly as Check does. A one-rule
-// check returns the Decision in registers (on amd64), without the Result
-// (some 660 bytes, a decision per rule) that Check has to zero and copy.
-func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (d window.Decision, err error) {
+// ResetAfter and RetryAfter. It counts exactly as Check does, without the
+// Result (some 660 bytes, a decision per rule) that Check has to zero and
+// copy.
+func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (window.Decision, error) {
+	var d window.Decision
+	err := l.DecideInto(ctx, now, id, rules, cost, &d)
+	return d, err
+}
+
+// DecideInto is Decide writing the decision into *d: a Decision and an
+// error are more words than Go returns in registers, so a Decision
+// returned is copied through memory once more.
+func (l *Limiter) DecideInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) error {
 	if st := l.single(rules, cost); st != nil {
-		_, _, err = l.one(ctx, st, now, id, rules, cost, &d)
-		return d, err
+		_, _, err := l.one(ctx, st, now, id, rules, cost, d)
+		return err
 	}
 	var res Result
-	err = l.check(ctx, now, id, rules, cost, true, &res)
-	return res.Decision, err
+	err := l.check(ctx, now, id, rules, cost, true, &res)
+	*d = res.Decision
+	return err
 }
 
 // single returns the store of a check that may take one: one valid rule
@@ -469,13 +479,14 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 	if l.deny != nil && !r.Local {
 		gen = l.deny.generation(id)
 	}
-	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, r.At(at), cost)
+	pos := r.At(at)
+	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, pos, cost)
 	if err != nil {
 		*d = window.Decision{}
 		return false, at, fmt.Errorf("limiter: update: %w", err)
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
-	r.DecideInto(d, at, prev, cur, cost)
+	r.DecideAtInto(d, pos, prev, cur, cost)
 	if !d.Allowed && l.deny != nil && !r.Local {
 		l.deny.remember(id, at, rules, []int64{prev}, []int64{cur}, gen)
 	}

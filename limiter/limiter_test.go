@@ -376,15 +376,26 @@ func TestDecideIsChecksDecision(t *testing.T) {
 	// same: two limiters fed the same requests, one through each, agree on
 	// every answer. One rule takes the one-rule path, two the general one;
 	// both deny (from the store, then from the deny cache) along the way.
+	// Every other request goes through DecideInto, over the previous
+	// answer: it must write every field.
 	for _, rules := range [][]Rule{{rule("minute", 7, time.Minute)}, {rule("minute", 7, time.Minute), rule("hour", 20, time.Hour)}} {
 		byCheck, byDecide := New(Options{}), New(Options{})
 		at, denied, cached := t0, 0, 0
+		prev := window.Decision{Allowed: true, Rule: "old", Limit: -1, Period: -1, Used: -1, Remaining: -1, ResetAfter: -1, RetryAfter: -1}
 		for i := range 2000 {
 			at = at.Add(time.Duration((i*7919)%10-1) * time.Second / 3)
 			id := fmt.Sprint("id-", i%3)
 			cost := int64(i % 4)
 			want, errW := byCheck.Check(ctx, at, id, rules, cost)
-			got, errG := byDecide.Decide(ctx, at, id, rules, cost)
+			var got window.Decision
+			var errG error
+			if i%2 == 0 {
+				got, errG = byDecide.Decide(ctx, at, id, rules, cost)
+			} else {
+				got = prev
+				errG = byDecide.DecideInto(ctx, at, id, rules, cost, &got)
+			}
+			prev = got
 			if got != want.Decision || (errG == nil) != (errW == nil) {
 				t.Fatalf("%d rules, request %d (%s at %s, cost %d): Decide %+v, %v; Check %+v, %v",
 					len(rules), i, id, at.Format(time.TimeOnly), cost, got, errG, want.Decision, errW)

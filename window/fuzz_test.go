@@ -33,8 +33,13 @@ func FuzzDecide(f *testing.F) {
 		// leaves what Decide returns (which starts from the zero value).
 		d := window.Decision{Allowed: true, Rule: "old", Limit: -7, Period: -time.Hour, Used: -9, Remaining: -3, ResetAfter: -5, RetryAfter: -6}
 		r.DecideInto(&d, time.Unix(0, now), prev, cur, cost)
-		if want := r.Decide(time.Unix(0, now), prev, cur, cost); d != want {
+		want := r.Decide(time.Unix(0, now), prev, cur, cost)
+		if d != want {
 			t.Fatalf("%+v.DecideInto(%d, %d, %d, %d) over a used Decision = %+v, Decide = %+v", r, now, prev, cur, cost, d, want)
+		}
+		d = window.Decision{Allowed: true, Rule: "old", Limit: -7, Period: -time.Hour, Used: -9, Remaining: -3, ResetAfter: -5, RetryAfter: -6}
+		if r.DecideAtInto(&d, r.At(time.Unix(0, now)), prev, cur, cost); d != want {
+			t.Fatalf("%+v.DecideAtInto(At(%d), %d, %d, %d) over a used Decision = %+v, Decide = %+v", r, now, prev, cur, cost, d, want)
 		}
 		if limit > 0 {
 			checkDecide(t, r, time.Unix(0, now), prev, cur, cost)

@@ -155,8 +155,15 @@ func (r Rule) Decide(now time.Time, prev, cur, cost int64) (d Decision) {
 // cannot forward from its store buffer. Here those stalls cost about as
 // much as the decision itself (BenchmarkDecide: value against into).
 func (r Rule) DecideInto(d *Decision, now time.Time, prev, cur, cost int64) {
-	p := int64(r.Period)
-	_, e := split(now.UnixNano(), p)
+	_, e := split(now.UnixNano(), int64(r.Period))
+	r.DecideAtInto(d, Pos{Elapsed: time.Duration(e)}, prev, cur, cost)
+}
+
+// DecideAtInto is DecideInto at a position returned by At, for a caller
+// that has already placed now among r's buckets (to pick the counts to
+// read): it saves the division.
+func (r Rule) DecideAtInto(d *Decision, pos Pos, prev, cur, cost int64) {
+	p, e := int64(r.Period), int64(pos.Elapsed)
 	prev, cur, cost = max(prev, 0), max(cur, 0), max(cost, 0)
 	est, exact := estimate(prev, cur, e, p)
 	allowed, used, retry := false, est, time.Duration(0)

@@ -123,7 +123,8 @@ func (s *slidegate) Allow(ctx context.Context, key string) (bool, error) {
 	if s.clock != nil {
 		now = s.clock()
 	}
-	d, err := s.l.Decide(ctx, now, key, s.rules, 1)
+	var d window.Decision
+	err := s.l.DecideInto(ctx, now, key, s.rules, 1, &d)
 	return d.Allowed, err
 }
 
