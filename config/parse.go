@@ -17,8 +17,8 @@ const MaxSize = 1 << 20
 
 // Parse decodes and validates a JSON configuration and returns it with every
 // default filled in. Unknown fields are errors; every error names the field
-// path and the value (a *FieldError). Empty input (or only white space)
-// yields Default().
+// path and the value (a *FieldError), and so is a member given twice in
+// one object. Empty input (or only white space) yields Default().
 //
 // Field names match exactly (encoding/json would also take "PLANS"), and a
 // number is an integer when it has an integral value (1, 1.0 and 1e0 are
@@ -36,6 +36,12 @@ func Parse(data []byte) (*Config, error) {
 	}
 	if _, ok := tree.(map[string]any); !ok {
 		return nil, &FieldError{Field: "(document)", Value: describe(tree), Err: because(ErrType, "must be a JSON object")}
+	}
+	if at, ok := repeatedMember(data); ok {
+		if at == "" {
+			at = `""` // the empty name, at the top
+		}
+		return nil, &FieldError{Field: at, Err: because(ErrDuplicate, "appears more than once in its object (JSON keeps only the last, so the others would be ignored)")}
 	}
 	var c Config
 	d := decoder{fields: map[reflect.Type]map[string]int{}}
