@@ -383,11 +383,18 @@ func (w *closeUnread) Write(p []byte) (int, error) {
 // Hijack, deadlines).
 func (w *closeUnread) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// orNone shows the origin in the start line, which goes to logs: without
+// its query, which may hold the origin's token (an Azure Function's
+// ?code=), as errors about the URL show it.
 func orNone(u *url.URL) string {
 	if u == nil {
 		return "none: check API only"
 	}
-	return u.String()
+	v := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return v.String() + "?…"
+	}
+	return v.String()
 }
 
 // parseOrigin parses --origin: an http or https URL with a host, and a

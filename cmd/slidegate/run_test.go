@@ -566,3 +566,22 @@ func TestServeIdentityOnTheWire(t *testing.T) {
 		}
 	}
 }
+
+// TestServeStartLineHidesOriginQuery: the start line, which goes to logs,
+// shows the origin without its query or fragment, which may hold a token
+// (an Azure Function's ?code=), as the origin's errors do.
+func TestServeStartLineHidesOriginQuery(t *testing.T) {
+	tests := []struct{ origin, shown string }{
+		{"http://127.0.0.1:1/api?code=s3cret-token", "origin http://127.0.0.1:1/api?…)"},
+		{"http://127.0.0.1:1/api#s3cret-token", "origin http://127.0.0.1:1/api?…)"},
+		{"http://127.0.0.1:1/a%2Fb", "origin http://127.0.0.1:1/a%2Fb)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.origin, func(t *testing.T) {
+			_, out := serveInProcess(t, "--origin", tt.origin)
+			if got := out.String(); !strings.Contains(got, tt.shown) || strings.Contains(got, "s3cret") {
+				t.Errorf("start line %q, want it to show %q and no token", got, tt.shown)
+			}
+		})
+	}
+}
