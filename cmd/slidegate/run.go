@@ -17,6 +17,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore"
@@ -431,7 +434,34 @@ func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.S
 				return nil, err
 			}
 		}
+		if err := checkTable(ctx, client, f.table); err != nil {
+			return nil, err
+		}
 		return dynamostore.New(client, f.table, dynamostore.MaxPeriod(cfg.LongestWindow()))
 	}
 	return nil, fmt.Errorf("%w: --store %q: must be memory or dynamodb", errUsage, f.store)
+}
+
+// tableCheckTimeout bounds serve's first read of its DynamoDB table.
+const tableCheckTimeout = 10 * time.Second
+
+// checkTable reads a key no identity has, so that a table serve cannot use
+// (a mistyped --table, no region, no credentials) stops it at start: it
+// started, and every request met a store error, answered per
+// on_store_error (under "allow", let through unlimited).
+func checkTable(ctx context.Context, client dynamostore.API, table string) error {
+	ctx, cancel := context.WithTimeout(ctx, tableCheckTimeout)
+	defer cancel()
+	_, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table),
+		Key:       map[string]types.AttributeValue{dynamostore.KeyAttribute: &types.AttributeValueMemberS{Value: "slidegate:start-check"}},
+	})
+	var missing *types.ResourceNotFoundException
+	switch {
+	case errors.As(err, &missing):
+		return fmt.Errorf("--table %q: no such table in this region (--create-table creates it): %w", table, err)
+	case err != nil:
+		return fmt.Errorf("--table %q: cannot read it: %w", table, err)
+	}
+	return nil
 }

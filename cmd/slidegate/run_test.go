@@ -8,13 +8,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -584,4 +587,75 @@ func TestServeStartLineHidesOriginQuery(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fakeDynamoDB answers every DynamoDB call with status and body, as
+// DynamoDB's JSON protocol does, and counts the calls by their target.
+func fakeDynamoDB(t *testing.T, status int, body string) (endpoint string, calls func() []string) {
+	t.Helper()
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		seen = append(seen, strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "DynamoDB_20120810."))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte(body))), 10))
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(seen) }
+}
+
+// TestServeChecksTable: serve --store dynamodb reads its table before it
+// listens. A table that is not there (a mistyped --table, another region)
+// stops it with an error naming the table; it used to start, and every
+// request met a store error and was let through unlimited
+// (on_store_error: allow).
+func TestServeChecksTable(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "") // the fake is on loopback: NewClient's local credentials
+	t.Run("missing table", func(t *testing.T) {
+		endpoint, calls := fakeDynamoDB(t, http.StatusBadRequest,
+			`{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","message":"Requested resource not found"}`)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		out := &testenv.Buffer{}
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--store", "dynamodb", "--table", "slidegate-typo", "--endpoint", endpoint}, out, io.Discard)
+		}()
+		var err error
+		for deadline := time.Now().Add(15 * time.Second); ; {
+			if strings.Contains(out.String(), "listening") {
+				t.Fatalf("output %q: serve listened on a table it cannot use", out.String())
+			}
+			select {
+			case err = <-done:
+			case <-time.After(10 * time.Millisecond):
+				if time.Now().After(deadline) {
+					t.Fatalf("serve did not return; output %q", out.String())
+				}
+				continue
+			}
+			break
+		}
+		if err == nil || !strings.Contains(err.Error(), `"slidegate-typo"`) || !strings.Contains(err.Error(), "--create-table") {
+			t.Errorf("serve = %v, want an error naming the table and --create-table", err)
+		}
+		if got := calls(); len(got) != 1 || got[0] != "GetItem" {
+			t.Errorf("calls %q, want one GetItem", got)
+		}
+	})
+	t.Run("table there", func(t *testing.T) {
+		endpoint, calls := fakeDynamoDB(t, http.StatusOK, `{}`)
+		_, out := serveInProcess(t, "--store", "dynamodb", "--table", "slidegate", "--endpoint", endpoint)
+		if !strings.Contains(out.String(), "store dynamodb") {
+			t.Errorf("output %q", out.String())
+		}
+		if got := calls(); len(got) != 1 || got[0] != "GetItem" {
+			t.Errorf("calls %q, want one GetItem", got)
+		}
+	})
 }
