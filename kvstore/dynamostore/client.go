@@ -21,8 +21,9 @@ import (
 )
 
 // Retry bounds of NewClient: at most MaxAttempts tries of one call, at most
-// MaxBackoff between two. With a store_timeout of 100 ms or more a failing
-// server is retried within the budget; the caller's context ends it anyway.
+// MaxBackoff between two. The Store makes a retry only when the caller's
+// deadline (store_timeout) leaves time for the backoff and another attempt;
+// otherwise the failure goes to the caller as it is.
 const (
 	MaxAttempts = 3
 	MaxBackoff  = 20 * time.Millisecond

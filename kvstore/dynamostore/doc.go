@@ -40,7 +40,10 @@
 //
 // Every call runs under the caller's context, which carries the HTTP
 // layer's store_timeout. NewClient bounds the SDK's retries (MaxAttempts,
-// MaxBackoff) so that they fit such a budget.
+// MaxBackoff), and the Store makes a retry only when the deadline leaves
+// time for its backoff and another attempt as long as the last: a
+// throttled write near the deadline returns the throttling error at once,
+// not a deadline error after the whole budget.
 //
 // Writes are not idempotent (ADD): the Store retries an UpdateItem only
 // after throttling, which DynamoDB did not apply. A 5xx, a timeout or a

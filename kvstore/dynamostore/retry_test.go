@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"hash/crc32"
 	"io"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/slidegate/slidegate/internal/dynalite"
 	"github.com/slidegate/slidegate/kvstore"
@@ -305,6 +308,66 @@ func TestThrottledWriteIsRetried(t *testing.T) {
 			}
 			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 0 {
 				t.Errorf("the table holds %d, want 0", got)
+			}
+		})
+	}
+}
+
+// TestNoRetryPastDeadline: a call that fails with an error the SDK would
+// retry (a throttled write, a read answered 500) is not retried when the
+// caller's deadline (the HTTP layer's store_timeout) ends before a retry
+// could be answered: the caller gets the error at once. Retried, the
+// deadline cut the backoff short and the caller got "context deadline
+// exceeded" after the whole budget, so under the default store_timeout
+// (50 ms: two 20 ms backoffs and three round trips) DynamoDB's throttling
+// was logged as a timeout and never named.
+func TestNoRetryPastDeadline(t *testing.T) {
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	tests := []struct {
+		name, op, code string
+		status         int
+		call           func(ctx context.Context, s kvstore.Conditional) error
+	}{
+		{"throttled AddIf", "UpdateItem", "ThrottlingException", 400, func(ctx context.Context, s kvstore.Conditional) error {
+			_, err := s.AddIf(ctx, "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+			return err
+		}},
+		{"throttled Add", "UpdateItem", "ProvisionedThroughputExceededException", 400, func(ctx context.Context, s kvstore.Conditional) error {
+			return s.Add(ctx, "k", []kvstore.Slot{cur}, []int64{1})
+		}},
+		{"read after a failed condition, 500", "GetItem", "InternalServerError", 500, func(ctx context.Context, s kvstore.Conditional) error {
+			_, err := s.AddIf(ctx, "k", []kvstore.Cond{{Slot: cur, Max: 0, Add: 1}}, make([]int64, 1))
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, func(op string, _ int, _ []byte) fault {
+				switch {
+				case op == tt.op:
+					return fault{status: tt.status, code: tt.code}
+				case op == "UpdateItem":
+					// Answered here, without the item (as dynalite
+					// does): the Store reads it.
+					return fault{status: 400, code: "ConditionalCheckFailedException"}
+				}
+				return fault{}
+			})
+			tb := newTable(t, px.URL)
+			// Less time than one backoff: no retry can be answered in time.
+			// Every answer within it comes from the proxy, not dynalite.
+			ctx, cancel := context.WithTimeout(context.Background(), dynamostore.MaxBackoff)
+			defer cancel()
+			err := tt.call(ctx, tb.store(t))
+			var api smithy.APIError
+			if !errors.As(err, &api) || api.ErrorCode() != tt.code {
+				t.Errorf("call = %v; want the %s error", err, tt.code)
+			}
+			if errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("call = %v; want no deadline error: the %s came back in time, and a retry could not have", err, tt.code)
+			}
+			if n := px.count(tt.op); n != 1 {
+				t.Errorf("%d %s requests, want 1 (no retry that cannot be answered in time)", n, tt.op)
 			}
 		})
 	}

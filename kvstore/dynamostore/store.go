@@ -44,6 +44,9 @@ var (
 	ErrLength = errors.New("dynamostore: counts and slots differ in length")
 	ErrSlot   = errors.New("dynamostore: slot needs a rule name and a positive length")
 	ErrItem   = errors.New("dynamostore: malformed item")
+	// ErrNoTime is joined to an error the SDK would have retried when the
+	// caller's deadline leaves no time for the retry.
+	ErrNoTime = errors.New("dynamostore: no retry before the deadline")
 )
 
 // API is the slice of the DynamoDB client the Store calls, with the SDK's
@@ -199,7 +202,7 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 			TableName:      s.table,
 			Key:            key(id),
 			ConsistentRead: aws.Bool(true),
-		})
+		}, readInBudget)
 		if err != nil {
 			return false, fmt.Errorf("dynamostore: read after failed condition: %w", err)
 		}
@@ -230,7 +233,47 @@ var writeRetryer = retry.NewStandard(func(o *retry.StandardOptions) {
 })
 
 // retryThrottlesOnly is the per-call option of the Store's writes.
-func retryThrottlesOnly(o *dynamodb.Options) { o.Retryer = writeRetryer }
+func retryThrottlesOnly(o *dynamodb.Options) { o.Retryer = &inBudget{RetryerV2: writeRetryer} }
+
+// readInBudget is the per-call option of the Store's reads: the client's
+// retries, within the caller's deadline.
+func readInBudget(o *dynamodb.Options) {
+	if r, ok := o.Retryer.(aws.RetryerV2); ok {
+		o.Retryer = &inBudget{RetryerV2: r}
+	}
+}
+
+// inBudget is the retryer of one call: the retries of the one it wraps,
+// but only while the caller's deadline (store_timeout) leaves time for the
+// backoff (MaxBackoff at most, as NewClient's and the writes' retryers
+// wait) and another attempt as long as the last.
+// A retry that cannot be answered in time is not made: the caller gets
+// the attempt's error (DynamoDB's throttling) at once. Made, the deadline
+// cut its backoff or its attempt short, and the caller got "context
+// deadline exceeded" after the whole budget instead: under the default
+// store_timeout of 50 ms, which two backoffs and three round trips
+// exceed, throttling was logged as a timeout and never named.
+type inBudget struct {
+	aws.RetryerV2
+	began time.Time // when the latest attempt began
+}
+
+// GetAttemptToken notes when an attempt begins (the SDK asks before each).
+func (b *inBudget) GetAttemptToken(ctx context.Context) (func(error) error, error) {
+	b.began = time.Now()
+	return b.RetryerV2.GetAttemptToken(ctx)
+}
+
+// GetRetryToken refuses a retry the deadline would cut short; the SDK
+// then returns the attempt's error joined with the refusal.
+func (b *inBudget) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
+	if end, ok := ctx.Deadline(); ok {
+		if left, need := time.Until(end), MaxBackoff+time.Since(b.began); left < need {
+			return nil, fmt.Errorf("%w: %s left, a retry takes about %s", ErrNoTime, left.Round(time.Millisecond), need.Round(time.Millisecond))
+		}
+	}
+	return b.RetryerV2.GetRetryToken(ctx, err)
+}
 
 // written checks that item, the answer to a write of conds, holds every
 // counter the write added to. DynamoDB answers a write with the whole item
