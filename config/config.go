@@ -117,7 +117,9 @@ type Identity struct {
 	Headers []string `json:"headers"`
 	// TrustedProxies are the IPs or CIDRs of reverse proxies in front of
 	// slidegate. X-Forwarded-For is read only when the socket peer is one
-	// of them; then the client is its right-most address that is not.
+	// of them; then the client is its right-most address that is not. An
+	// IPv4-mapped CIDR is its IPv4 CIDR, and needs at least 96 bits
+	// (::ffff:10.0.0.0/104 is 10.0.0.0/8).
 	TrustedProxies []string `json:"trusted_proxies"`
 	// IPv6Prefix groups IPv6 clients by this many leading bits, 1 to 128:
 	// one household or host usually holds a whole /64. Zero means 64.
@@ -312,7 +314,15 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		return netip.Prefix{}, err
 	}
 	if p.Addr().Is4In6() {
-		p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
+		if p.Bits() < 96 {
+			// Its bits count from the IPv6 address: ::ffff:10.0.0.0/8
+			// is ::/8, which holds every IPv4 address. Written so, it
+			// is surely 10.0.0.0/8 meant, and taken as 0.0.0.0/0 it
+			// made every client a proxy, free to pick its identity in
+			// X-Forwarded-For.
+			return netip.Prefix{}, errMappedBits
+		}
+		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 	}
 	return p.Masked(), nil
 }

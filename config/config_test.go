@@ -186,6 +186,15 @@ func TestParseValid(t *testing.T) {
 				t.Errorf("prefixes = %v, want %v", got, want)
 			}
 		}},
+		{"an IPv4-mapped CIDR of 96 bits or more is its IPv4 CIDR", `{"identity": {"trusted_proxies": ["::ffff:10.0.0.0/104", "::ffff:0.0.0.0/96", "::ffff:10.0.0.1/128"]}}`, func(t *testing.T, c *Config) {
+			var got []string
+			for _, p := range c.Identity.Prefixes() {
+				got = append(got, p.String())
+			}
+			if want := []string{"10.0.0.0/8", "0.0.0.0/0", "10.0.0.1/32"}; !reflect.DeepEqual(got, want) {
+				t.Errorf("prefixes = %v, want %v", got, want)
+			}
+		}},
 		{"store timeout", `{"store_timeout": "250ms", "on_store_error": "deny"}`, func(t *testing.T, c *Config) {
 			if c.Timeout() != 250*time.Millisecond || !c.DenyOnStoreError() {
 				t.Errorf("timeout %v deny %v", c.Timeout(), c.DenyOnStoreError())

@@ -22,7 +22,8 @@ var (
 	ErrValue        = errors.New("invalid value")
 	ErrCost         = errors.New("cost above a limit")
 
-	errZone = errors.New("zone not allowed")
+	errZone       = errors.New("zone not allowed")
+	errMappedBits = errors.New("IPv4-mapped prefix shorter than /96")
 )
 
 // FieldError is a configuration error: the field's path
