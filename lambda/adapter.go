@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -25,6 +26,24 @@ import (
 // body the adapter buffers too: no encoding makes a body smaller. Whether
 // the body fits is decided on its encoded size, once it is complete.
 const maxPayload = 6_000_000
+
+// reserve is the time kept back from the invocation's deadline to return
+// the answer (encode it, send it through the Runtime API): the handler's
+// request ends reserve earlier (handlerDeadline). An origin that has not
+// answered by then gets the pre-filter's 504, one cut off mid-body the
+// adapter's 502, both with the rate-limit headers. Left to the deadline
+// itself, Lambda ended the invocation: the client got an error from AWS
+// without them, and Lambda restarted the instance, losing its local-scope
+// counts and caches.
+const reserve = 500 * time.Millisecond
+
+// handlerDeadline returns when the handler's request ends, for an
+// invocation that ends at end: reserve before it, or halfway there when
+// less than twice reserve is left.
+func handlerDeadline(now, end time.Time) time.Time {
+	left := end.Sub(now)
+	return now.Add(max(left-reserve, left/2))
+}
 
 // Handler is the Lambda handler Adapt returns.
 //
@@ -40,9 +59,15 @@ type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.Lambd
 // Adapt turns h into a Lambda handler. Every outcome is an HTTP response:
 // the returned error is always nil, a malformed event is a 400, a panic in
 // h a 500, a body too large for Lambda or cut short (h panicked with
-// http.ErrAbortHandler) a 502.
+// http.ErrAbortHandler) a 502. The request h gets ends reserve before the
+// invocation does, so that h's answer to a slow origin (a 504) is returned.
 func Adapt(h http.Handler) Handler {
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.LambdaFunctionURLResponse, error) {
+		if end, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, handlerDeadline(time.Now(), end))
+			defer cancel()
+		}
 		r, err := request(ctx, &ev)
 		if err != nil {
 			return problem(http.StatusBadRequest, err.Error()), nil

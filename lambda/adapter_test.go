@@ -930,3 +930,63 @@ func FuzzEscapePath(f *testing.F) {
 		}
 	})
 }
+
+// TestSlowOriginBeforeInvocationTimeout: an origin that has not answered
+// when the invocation is about to time out gets the pre-filter's 504, with
+// the rate-limit headers, returned before the invocation's deadline. At
+// the deadline itself Lambda ends the invocation instead: the client got
+// an error from AWS without the headers, and Lambda restarted the
+// instance, which lost its local-scope counts and its caches.
+func TestSlowOriginBeforeInvocationTimeout(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // answers nobody in time
+	}))
+	t.Cleanup(origin.Close)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{Config: config.Default(), Next: httpapi.NewProxy(u, nil, nil), PeerIP: sourceIP,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The invocation's context as aws-lambda-go makes it: its deadline is
+	// the function's Timeout from now.
+	ctx, cancel := context.WithTimeout(context.Background(), reserve+time.Second)
+	defer cancel()
+	res, err := Adapt(h)(ctx, event(t, "functionurl-get.json"))
+	if ctx.Err() != nil {
+		t.Errorf("answered after the invocation's deadline: %v", ctx.Err())
+	}
+	if err != nil || res.StatusCode != http.StatusGatewayTimeout {
+		t.Errorf("answer %d, %v; want 504", res.StatusCode, err)
+	}
+	for _, k := range []string{"Ratelimit", "Ratelimit-Policy", "X-Ratelimit-Remaining"} {
+		if res.Headers[k] == "" {
+			t.Errorf("the 504 lacks %s: %v", k, res.Headers)
+		}
+	}
+}
+
+// TestHandlerDeadline: the handler's request ends reserve before the
+// invocation, or halfway to it when less than twice reserve is left.
+func TestHandlerDeadline(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		left, want time.Duration
+	}{
+		{10 * time.Second, 10*time.Second - reserve},
+		{2 * reserve, reserve},
+		{reserve, reserve / 2},
+		{0, 0},
+		{-time.Second, -time.Second / 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.left.String(), func(t *testing.T) {
+			if got := handlerDeadline(now, now.Add(tt.left)); !got.Equal(now.Add(tt.want)) {
+				t.Errorf("handlerDeadline(now, now+%s) = now+%s, want now+%s", tt.left, got.Sub(now), tt.want)
+			}
+		})
+	}
+}
