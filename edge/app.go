@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/slidegate/slidegate/config"
@@ -476,6 +477,32 @@ func (p *proxy) target(r *http.Request) *url.URL {
 	return &u
 }
 
+// requestBody is a client's request body as the Worker hands it to the
+// handler. The proxy marks it sent when it gives it to fetch: from then on
+// the subrequest's stream reads it, also after the handler has returned,
+// when the origin answered before it had read the body (a streaming or
+// full-duplex origin, or one refusing an upload early), and the Worker must
+// not read it too (drain).
+type requestBody struct {
+	io.ReadCloser
+	sent atomic.Bool
+}
+
+// trackBody wraps r's body, when it has one, in a requestBody, and returns
+// it (nil without a body).
+func trackBody(r *http.Request) *requestBody {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	b := &requestBody{ReadCloser: r.Body}
+	r.Body = b
+	return b
+}
+
+// unsent reports whether what is left of b is the Worker's to read: b was
+// never handed to a subrequest.
+func (b *requestBody) unsent() bool { return b != nil && !b.sent.Load() }
+
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body io.Reader
 	if r.Method != http.MethodGet && r.Method != http.MethodHead && r.Body != nil {
@@ -493,6 +520,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	removeHop(out.Header)
 	forwarding(out.Header, r)
+	if b, ok := body.(*requestBody); ok {
+		b.sent.Store(true)
+	}
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
 		// Logged as the local server's proxy logs it: an origin that

@@ -490,6 +490,46 @@ func TestProxy(t *testing.T) {
 	})
 }
 
+// TestBodyHandedToOriginIsLeftAlone: a request body the proxy gives to the
+// origin's subrequest is no longer the Worker's to read (drain): the origin
+// may answer before it has read the body, and the subrequest reads on after
+// the handler has returned. Bodies the origin never gets stay the Worker's.
+func TestBodyHandedToOriginIsLeftAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name, origin, method, path string
+		transport                  http.RoundTripper
+		unsent                     bool
+	}{
+		{"proxied POST", "https://origin.example.com", "POST", "/v1/items", &fakeOrigin{}, false},
+		{"proxied POST, origin down", "https://origin.example.com", "POST", "/v1/items", &fakeOrigin{err: errors.New("connection refused")}, false},
+		{"GET, body not forwarded", "https://origin.example.com", "GET", "/v1/items", &fakeOrigin{}, true},
+		{"no origin", "", "POST", "/v1/items", &fakeOrigin{}, true},
+		{"check API", "https://origin.example.com", "POST", httpapi.CheckPath, &fakeOrigin{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := testDeps(t, nil)
+			d.Transport = tc.transport
+			h, err := newHandler(env{Origin: tc.origin}, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := httptest.NewRequest(tc.method, "https://w.example.com"+tc.path, strings.NewReader(`{"key":"k"}`))
+			r.Header.Set("CF-Connecting-IP", "203.0.113.7")
+			b := trackBody(r)
+			h.ServeHTTP(httptest.NewRecorder(), r)
+			if got := b.unsent(); got != tc.unsent {
+				t.Errorf("unsent() = %t, want %t", got, tc.unsent)
+			}
+			if o, ok := tc.transport.(*fakeOrigin); ok && o.err == nil && !tc.unsent && o.body != `{"key":"k"}` {
+				t.Errorf("the origin got %q, want the body", o.body)
+			}
+		})
+	}
+	if b := trackBody(httptest.NewRequest("GET", "https://w.example.com/", nil)); b != nil || b.unsent() {
+		t.Errorf("a request without a body: %v, want nil and nothing to drain", b)
+	}
+}
+
 func testDeps(t *testing.T, debug *debug) deps {
 	t.Helper()
 	g := workerskv.NewMemGlobals("iso")

@@ -45,8 +45,9 @@ func serve() {
 	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		joinRequestHeader(r.Header)
 		readBody(r)
+		body := trackBody(r)
 		h.ServeHTTP(w, r)
-		drain(r)
+		drain(body)
 	}))
 	workers.Ready()
 	<-workers.Done()
@@ -100,14 +101,18 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 	return h
 }
 
-// drain reads what the handler left of r's body (a check body over the
-// limit), up to maxDiscard, and closes it, as net/http's server does:
-// otherwise the connection may stall with the client's upload half read
-// (seen under wrangler dev). A body the handler passed to fetch (a proxied
-// request) belongs to the subrequest: its stream is locked, syumai's reader
-// throws on it, and drain leaves it alone.
-func drain(r *http.Request) {
-	if r.Body == nil {
+// drain reads what the handler left of the request's body b (a check body
+// over the limit, a denied request's upload), up to maxDiscard, and closes
+// it, as net/http's server does: otherwise the connection may stall with the
+// client's upload half read (seen under wrangler dev). A body the proxy
+// handed to fetch belongs to the subrequest, which may still be reading it
+// after the handler has returned (the origin answered first): drain read it
+// too, and the two readers split the upload between them, or the second
+// pending read threw ("only supports a single pending read request"), the
+// upload stream was cancelled, the origin got a cut-off body as if it were
+// whole, and the Worker restarted (TestWorkerdEarlyAnswer).
+func drain(b *requestBody) {
+	if !b.unsent() {
 		return
 	}
 	defer func() {
@@ -117,8 +122,8 @@ func drain(r *http.Request) {
 			}
 		}
 	}()
-	_, _ = io.Copy(io.Discard, io.LimitReader(r.Body, maxDiscard))
-	_ = r.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(b, maxDiscard))
+	_ = b.Close()
 }
 
 // maxDiscard is the most of an unread request body that the Worker reads

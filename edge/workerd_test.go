@@ -115,6 +115,10 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 	suite.once.Do(func() {
 		suite.root, suite.wrangler = root, wrangler
 		suite.origin = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == originPath+"duplex" {
+				duplexOrigin(w, r)
+				return
+			}
 			b, _ := io.ReadAll(r.Body)
 			out := "origin:" + r.URL.Path
 			if len(b) > 0 {
@@ -686,6 +690,19 @@ type echo struct {
 	SHA256            string
 }
 
+// duplexOrigin answers before it reads the request's body, as a streaming
+// origin does, then reads the body to its end and reports its length and
+// SHA-256.
+func duplexOrigin(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	_ = rc.EnableFullDuplex()
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	b, err := io.ReadAll(r.Body)
+	sum := sha256.Sum256(b)
+	_, _ = fmt.Fprintf(w, "%d %x %v", len(b), sum, err)
+}
+
 func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 	q, h := r.URL.Query(), w.Header()
 	switch strings.TrimPrefix(r.URL.Path, originPath) {
@@ -885,6 +902,51 @@ func TestWorkerdLargeBodies(t *testing.T) {
 				t.Errorf("the origin got Content-Length %d with %d bytes", got.ContentLength, got.Length)
 			}
 		})
+	}
+}
+
+// TestWorkerdEarlyAnswer: an origin that answers before it has read the
+// request's body (a streaming origin) still gets the whole body, and the
+// Worker goes on serving. The client sends the rest of its upload only once
+// the answer has begun, so the upload is under way when the handler
+// returns. The Worker used to read the body then too (to drain it, as for a
+// body nobody read): the origin got 64 KiB of 1 MiB as a complete body, and
+// the Worker restarted ("only supports a single pending read request").
+func TestWorkerdEarlyAnswer(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	big := bigBody()[:1<<20]
+	sum := sha256.Sum256(big)
+	want := fmt.Sprintf("%d %x <nil>", len(big), sum)
+	for i := range 3 {
+		pr, pw := io.Pipe()
+		answered := make(chan struct{})
+		go func() {
+			defer pw.Close()
+			if _, err := pw.Write(big[:64<<10]); err != nil {
+				return
+			}
+			select {
+			case <-answered:
+			case <-time.After(10 * time.Second): // the Worker waits for the body
+			}
+			_, _ = pw.Write(big[64<<10:])
+		}()
+		req, _ := http.NewRequest("POST", w.URL+originPath+"duplex", pr)
+		req.Header.Set("X-API-Key", steadyKey)
+		res, err := client.Do(req)
+		close(answered)
+		if err != nil {
+			t.Fatalf("upload %d: %v", i+1, err)
+		}
+		b, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK || string(b) != want || err != nil {
+			t.Errorf("upload %d: %s, the origin reported %q (%v); want 200 and %q", i+1, res.Status, b, err, want)
+		}
+		if res, body := get(t, client, w.URL+httpapi.HealthPath, ""); res.StatusCode != http.StatusOK {
+			t.Fatalf("after upload %d: health check %d %s", i+1, res.StatusCode, body)
+		}
 	}
 }
 
