@@ -161,7 +161,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "configuration `FILE` (JSON); empty means the default plans")
+	fs.StringVar(&f.config, "config", "", "configuration `FILE` (JSON); left out, the default plans")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "`ADDR` to listen on (port 0 picks a free one)")
 	fs.StringVar(&f.origin, "origin", "", "origin `URL` admitted requests are proxied to")
 	fs.BoolVar(&f.demo, "demo-origin", false, "start a small built-in origin on 127.0.0.1 and proxy to it")
@@ -185,6 +185,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	// A flag given an empty value is most likely an unset variable
+	// (--config "$CONFIG"): taken as the default, it served the default
+	// plans, listened on every interface (--listen ""), or went to AWS
+	// instead of a local endpoint (--endpoint "").
+	var empty []string
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Value.String() == "" {
+			empty = append(empty, "--"+fl.Name)
+		}
+	})
+	if len(empty) > 0 {
+		return fmt.Errorf("%w: %s: empty value (leave a flag out for its default)", errUsage, strings.Join(empty, ", "))
 	}
 	if f.origin != "" && f.demo {
 		return fmt.Errorf("%w: --origin and --demo-origin exclude each other", errUsage)

@@ -128,6 +128,12 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--max-identities", "many"},
 		{"serve", "--origin-timeout", "-1s"},
 		{"serve", "--origin-timeout", "10"},
+		// Empty values, as an unset variable gives them ("$CONFIG").
+		{"serve", "--config", "", "--listen", "127.0.0.1:0"},
+		{"serve", "--config=", "--listen", "127.0.0.1:0"},
+		{"serve", "--listen", ""},
+		{"serve", "--origin", "", "--listen", "127.0.0.1:0"},
+		{"serve", "--store", "dynamodb", "--table", "t", "--endpoint", ""},
 	} {
 		// Cancelled: a serve that starts returns at once, not a usage error.
 		ctx, cancel := context.WithCancel(context.Background())
