@@ -195,6 +195,11 @@ func TestParseValid(t *testing.T) {
 				t.Errorf("prefixes = %v, want %v", got, want)
 			}
 		}},
+		{"a leading byte order mark", "\ufeff" + `{"shadow": true}`, func(t *testing.T, c *Config) {
+			if !c.Shadow {
+				t.Errorf("shadow = false, want true")
+			}
+		}},
 		{"store timeout", `{"store_timeout": "250ms", "on_store_error": "deny"}`, func(t *testing.T, c *Config) {
 			if c.Timeout() != 250*time.Millisecond || !c.DenyOnStoreError() {
 				t.Errorf("timeout %v deny %v", c.Timeout(), c.DenyOnStoreError())

@@ -16,9 +16,10 @@ import (
 const MaxSize = 1 << 20
 
 // Parse decodes and validates a JSON configuration and returns it with every
-// default filled in. Unknown fields are errors; every error names the field
-// path and the value (a *FieldError), and so is a member given twice in
-// one object. Empty input (or only white space) yields Default().
+// default filled in. Unknown fields, and a member given twice in one
+// object, are errors; every error names the field path and the value (a
+// *FieldError). Empty input (or only white space) yields Default(); a
+// leading byte order mark is ignored.
 //
 // Field names match exactly (encoding/json would also take "PLANS"), and a
 // number is an integer when it has an integral value (1, 1.0 and 1e0 are
@@ -27,6 +28,11 @@ func Parse(data []byte) (*Config, error) {
 	if len(data) > MaxSize {
 		return nil, &FieldError{Field: "(document)", Value: num(int64(len(data))) + " bytes", Err: because(ErrRange, "a configuration may have at most %d bytes", MaxSize)}
 	}
+	// A leading UTF-8 byte order mark is ignored (RFC 8259 section 8.1
+	// allows it), as the check API ignores it: Windows editors and
+	// PowerShell's Out-File -Encoding utf8 write one, and it was refused
+	// as "invalid character 'ï'", a character no editor shows.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Default(), nil
 	}
