@@ -269,7 +269,7 @@ func (b *inBudget) GetAttemptToken(ctx context.Context) (func(error) error, erro
 func (b *inBudget) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
 	if end, ok := ctx.Deadline(); ok {
 		if left, need := time.Until(end), MaxBackoff+time.Since(b.began); left < need {
-			return nil, fmt.Errorf("%w: %s left, a retry takes about %s", ErrNoTime, left.Round(time.Millisecond), need.Round(time.Millisecond))
+			return nil, fmt.Errorf("%w: %s left, a retry takes about %s", ErrNoTime, left.Round(100*time.Microsecond), need.Round(100*time.Microsecond))
 		}
 	}
 	return b.RetryerV2.GetRetryToken(ctx, err)
