@@ -72,6 +72,24 @@ type clock interface {
 	Keep(from, t time.Time)
 }
 
+// configText returns the text of SLIDEGATE_CONFIG from the variable's
+// JavaScript type (typeof) kind: a string as it is, an absent variable as
+// nothing (the default plans), and any other value as its JSON (json), for
+// the parser to take or refuse. wrangler gives a variable written as a
+// TOML table ([vars.SLIDEGATE_CONFIG]), or as a JSON object in
+// wrangler.jsonc, to the Worker as an object, which was taken for an
+// absent variable: the Worker ran on the default plans, every API key on
+// the default plan, and said nothing.
+func configText(kind string, str, json func() string) string {
+	switch kind {
+	case "string":
+		return str()
+	case "undefined":
+		return ""
+	}
+	return json()
+}
+
 // configCache keeps a validated configuration's binary form (see
 // config.Config.AppendBinary) for the next Go instances of the isolate: the
 // stock shim starts one per request, and reading the binary form back costs

@@ -850,6 +850,43 @@ func TestEnvConfig(t *testing.T) {
 	}
 }
 
+// TestConfigVarOfAnyType: SLIDEGATE_CONFIG is read whatever JavaScript
+// type wrangler gives it: an object (a TOML table, a JSON object in
+// wrangler.jsonc) is the configuration it holds, not the default plans;
+// a number is refused, naming the variable.
+func TestConfigVarOfAnyType(t *testing.T) {
+	const gold = `{"default_plan":"gold","plans":{"gold":{"limits":[{"name":"minute","limit":7,"window":"1m"}]}}}`
+	for _, tc := range []struct {
+		kind, str, json string
+		plan            string // "": refused
+	}{
+		{"string", gold, "", "gold"},
+		{"object", "[object Object]", gold, "gold"},
+		{"undefined", "<undefined>", "", config.DefaultPlanName},
+		{"number", "<number: 5>", "5", ""},
+		{"boolean", "<boolean: true>", "true", ""},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			src := configText(tc.kind, text(tc.str), text(tc.json))
+			h, err := newHandler(env{Config: text(src)}, testDeps(t, nil))
+			if tc.plan == "" {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("newHandler: %v, want %v", err, ErrConfig)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest("POST", httpapi.CheckPath, strings.NewReader(`{"key":"k"}`)))
+			if want := `"plan":"` + tc.plan + `"`; !strings.Contains(w.Body.String(), want) {
+				t.Errorf("check answer %s, want %s", w.Body, want)
+			}
+		})
+	}
+}
+
 // TestRemoveHopTrimsASCIIOnly: the Worker's proxy drops what a Connection
 // element names as the pre-filter reads it (and Go's reverse proxy): the
 // element trimmed of ASCII white space only. strings.TrimSpace also

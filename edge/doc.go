@@ -6,7 +6,8 @@
 // deploy-edge); wrangler.toml at the repository root wires the KV binding
 // and the variables:
 //
-//	SLIDEGATE_CONFIG  the configuration, JSON (empty: the default plans)
+//	SLIDEGATE_CONFIG  the configuration: JSON text, or an object (a var
+//	                  written as a table; empty or absent: the default plans)
 //	ORIGIN_URL        where admitted requests go: an absolute http(s) URL,
 //	                  "self" for the request's own URL (a Worker on a route
 //	                  in front of its zone's origin), or empty for the check

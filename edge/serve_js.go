@@ -58,14 +58,14 @@ func serve() {
 // or one that reports why there is none.
 func build(later func(time.Duration, func(context.Context))) http.Handler {
 	log := jsonlog.New(os.Stderr, nil) // the Workers console stamps each line
-	// SLIDEGATE_CONFIG as a JavaScript value: a string, or undefined.
+	// SLIDEGATE_CONFIG as a JavaScript value: a string, an object (a
+	// variable written as a table or a JSON object), or undefined.
 	cfgSrc := cloudflare.GetBinding(varConfig)
 	e := env{
 		Config: func() string {
-			if cfgSrc.Type() != js.TypeString {
-				return ""
-			}
-			return cfgSrc.String()
+			return configText(cfgSrc.Type().String(), cfgSrc.String, func() string {
+				return js.Global().Get("JSON").Call("stringify", cfgSrc).String()
+			})
 		},
 		Origin: cloudflare.Getenv(varOrigin),
 		Debug:  cloudflare.Getenv(varDebug) == "1",

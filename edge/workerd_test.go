@@ -950,6 +950,49 @@ func TestWorkerdEarlyAnswer(t *testing.T) {
 	}
 }
 
+// TestWorkerdConfigAsTable: a SLIDEGATE_CONFIG written as a TOML table
+// (wrangler gives it to the Worker as an object, as it does a JSON object in
+// wrangler.jsonc) is the configuration the Worker runs on. It was taken for
+// an absent variable: the Worker ran on the default plans (the check API
+// answered "free", 60 a minute) and said nothing.
+func TestWorkerdConfigAsTable(t *testing.T) {
+	slidegateWorker(t) // builds build/
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(suite.dir, "build"), filepath.Join(dir, "build")); err != nil {
+		t.Fatal(err)
+	}
+	const toml = `name = "slidegate-table"
+main = "build/worker.mjs"
+compatibility_date = "2026-04-01"
+
+[[kv_namespaces]]
+binding = "SLIDEGATE_KV"
+id = "test"
+
+[vars]
+ORIGIN_URL = ""
+
+[vars.SLIDEGATE_CONFIG]
+default_plan = "gold"
+store_timeout = "10s"
+plans.gold.limits = [{name = "minute", limit = 7, window = "1m"}]
+`
+	if err := os.WriteFile(filepath.Join(dir, "wrangler.toml"), []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := workerd.Start(suite.wrangler, dir, httpapi.HealthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	logOnFailure(t, "wrangler dev", w)
+	req, _ := http.NewRequest("POST", w.URL+httpapi.CheckPath, strings.NewReader(`{"key":"`+randomKey(t)+`"}`))
+	res, body := send(t, &http.Client{Timeout: 30 * time.Second}, req)
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"limit":7,`) || !strings.Contains(string(body), `"plan":"gold"`) {
+		t.Errorf("check: %s %s, want the table's plan gold, 7 a minute", res.Status, body)
+	}
+}
+
 // echoed sends req and returns what the origin saw of it.
 func echoed(t *testing.T, client *http.Client, req *http.Request) echo {
 	t.Helper()
