@@ -97,8 +97,8 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 			return req, &fieldError{"(body)", "ends in the middle of the JSON"}
 		case se.Msg == jsonv.Trailing:
 			return req, &fieldError{"(body)", "must hold one JSON object and nothing after it"}
-		case se.Offset >= 0:
-			return req, &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset+int64(bom), se.Msg)}
+		case se.Offset >= 0: // counted from 1, as the configuration's columns are
+			return req, &fieldError{"(body)", fmt.Sprintf("invalid JSON at byte %d: %s", se.Offset+1+int64(bom), se.Msg)}
 		}
 		return req, &fieldError{"(body)", "invalid JSON: " + err.Error()}
 	}

@@ -124,7 +124,8 @@ func TestCheckAPIErrors(t *testing.T) {
 		{"two byte order marks", "\ufeff\ufeff{}", "(body)", "(body): invalid JSON at byte 4: invalid character 'ï' looking for beginning of value"},
 		{"only a byte order mark", "\ufeff", "(body)", `(body): is empty: send {"key": "..."}`},
 		{"invalid UTF-8", "{\"key\": \"\xff\"}", "(body)", "(body): invalid JSON: invalid UTF-8"},
-		{"trailing comma", `{"key": "a",}`, "(body)", "(body): ends in the middle of the JSON"},
+		{"trailing comma", `{"key": "a",}`, "(body)", "(body): invalid JSON at byte 13: invalid character '}' looking for beginning of object key string"},
+		{"error on the last byte", `{"key": "a"]`, "(body)", "(body): invalid JSON at byte 12: invalid character ']' after object key:value pair"},
 		{"null", `null`, "(body)", "(body): must be a JSON object"},
 	}
 	for _, tt := range tests {

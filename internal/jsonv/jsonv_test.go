@@ -147,3 +147,31 @@ func checkString(t *testing.T, s string) {
 		t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
 	}
 }
+
+func TestSyntaxErrorOffset(t *testing.T) {
+	// Both parsers place an error at the offending byte, counted from 0:
+	// encoding/json counts that byte in its own Offset, and after the
+	// value it reads on past white space.
+	for _, c := range []struct {
+		doc  string
+		want int64
+	}{
+		{`{"shadow": 1]`, 12}, // the last byte: not "unexpected end"
+		{`{,}`, 1},
+		{`[1,]`, 3},
+		{`[1 2]`, 3},
+		{`{"a" 1}`, 5},
+		{"\"a\x01\"", 2},
+		{`{"a":1}x`, 7},
+		{`{"a":1} {`, 8},
+		{`01`, 1},
+	} {
+		for name, parse := range map[string]func([]byte) (any, error){"Parse": jsonv.Parse, "scan": jsonv.Scan} {
+			_, err := parse([]byte(c.doc))
+			se, ok := err.(*jsonv.SyntaxError)
+			if !ok || se.Offset != c.want {
+				t.Errorf("%s(%q) = %#v, want a SyntaxError at offset %d", name, c.doc, err, c.want)
+			}
+		}
+	}
+}

@@ -17,14 +17,19 @@ func parse(data []byte) (any, error) {
 		var se *json.SyntaxError
 		switch {
 		case errors.As(err, &se):
-			return nil, &SyntaxError{Offset: se.Offset, Msg: se.Error()}
+			// encoding/json counts the offending byte in its Offset.
+			return nil, &SyntaxError{Offset: se.Offset - 1, Msg: se.Error()}
 		case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 			return nil, &SyntaxError{Offset: int64(len(data)), Msg: "unexpected end of JSON input"}
 		}
 		return nil, &SyntaxError{Offset: -1, Msg: err.Error()}
 	}
+	end := dec.InputOffset()
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, &SyntaxError{Offset: dec.InputOffset(), Msg: Trailing}
+		// At the first byte after the value and its white space, where
+		// scan stops too (Token has read on).
+		rest := data[end:]
+		return nil, &SyntaxError{Offset: end + int64(len(rest)-len(bytes.TrimLeft(rest, " \t\r\n"))), Msg: Trailing}
 	}
 	if depth(v, 1) > MaxDepth { // scan checks as it goes; encoding/json allows 10,000
 		return nil, &SyntaxError{Offset: -1, Msg: tooDeep}
