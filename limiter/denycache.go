@@ -64,6 +64,7 @@ type denial struct {
 	n     int
 	rules [MaxRules]struct {
 		name          string
+		local         bool
 		limit         int64
 		period        time.Duration
 		bucket        int64
@@ -208,7 +209,7 @@ func (d *denial) matches(rules []Rule) bool {
 		return false
 	}
 	for i, r := range rules {
-		if s := &d.rules[i]; s.name != r.Name || s.limit != r.Limit || s.period != r.Period {
+		if s := &d.rules[i]; s.name != r.Name || s.local != r.Local || s.limit != r.Limit || s.period != r.Period {
 			return false
 		}
 	}
@@ -275,7 +276,21 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur [
 	d.n = len(rules)
 	for i, r := range rules {
 		s := &d.rules[i]
-		s.name, s.limit, s.period = r.Name, r.Limit, r.Period
+		s.name, s.local, s.limit, s.period = r.Name, r.Local, r.Limit, r.Period
 		s.bucket, s.prev, s.current = window.Index(now, r.Period), prev[i], cur[i]
+	}
+}
+
+// clear drops every denial.
+func (c *denyCache) clear() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		for id := range sh.m {
+			delete(sh.m, id)
+			sh.n.Add(-1)
+			c.size.Add(-1)
+		}
+		sh.mu.Unlock()
 	}
 }

@@ -33,5 +33,7 @@
 // buckets admit as if it had not been (up to twice a limit within the
 // step), and when the clock reaches those buckets again their counts apply
 // once more (too strict then); stored counters of that time also live
-// longer by the step.
+// longer by the step. A correction empties the deny cache, and no denial
+// is remembered until checks pass the time the clock had reached: the
+// cache's counts would no longer bound the store's.
 package limiter

@@ -104,7 +104,11 @@ type Limiter struct {
 	countDenied bool
 	deny        *denyCache // nil when off
 	latest      atomic.Int64
-	pool        sync.Pool
+	// ahead is the newest time seen before the last correction of the
+	// clock: until checks reach it again, buckets after a remembered
+	// one may hold counts, and no denial is remembered.
+	ahead atomic.Int64
+	pool  sync.Pool
 }
 
 // stores is one store seen through each interface it implements, asserted
@@ -394,11 +398,26 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		uncount(now, rules, cost, sc, res)
 	}
 	res.Decision = window.Combine(res.All())
-	if !res.Allowed && l.deny != nil && !localDenied(rules, res) {
+	if !res.Allowed && l.remembers(now) && !localDenied(rules, res) {
 		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:], gen)
 	}
 	res.since(caller)
 	return err
+}
+
+// corrected records a correction of the clock from last and drops every
+// remembered denial: they were decided in the time the clock ran ahead.
+func (l *Limiter) corrected(last int64) {
+	for a := l.ahead.Load(); last > a && !l.ahead.CompareAndSwap(a, last); a = l.ahead.Load() {
+	}
+	if l.deny != nil {
+		l.deny.clear()
+	}
+}
+
+// remembers reports whether a denial decided at now may be remembered.
+func (l *Limiter) remembers(now time.Time) bool {
+	return l.deny != nil && now.UnixNano() > l.ahead.Load()
 }
 
 // validRules reports whether rules can be decided: 1 to MaxRules of them,
@@ -487,7 +506,7 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
 	r.DecideAtInto(d, pos, prev, cur, cost)
-	if !d.Allowed && l.deny != nil && !r.Local {
+	if !d.Allowed && !r.Local && l.remembers(at) {
 		l.deny.remember(id, at, rules, []int64{prev}, []int64{cur}, gen)
 	}
 	if back {
@@ -735,6 +754,7 @@ func (l *Limiter) clock(now time.Time) (time.Time, bool) {
 			// nearly every client for the hour, with a Retry-After of
 			// an hour.
 			if l.latest.CompareAndSwap(last, n) {
+				l.corrected(last)
 				return now, false
 			}
 		case n/clockSlack == last/clockSlack:

@@ -375,21 +375,8 @@ func count(s *slot, sl kvstore.Slot) int64 {
 	if s == nil {
 		return 0
 	}
-	if pairOf(s, sl.Name, sl.Length) {
-		switch sl.Bucket {
-		case s.bucket:
-			return s.cur
-		case s.bucket - 1:
-			return s.prev
-		}
-	}
-	if s.more == nil {
-		return 0
-	}
-	for j := range s.more.c {
-		if c := &s.more.c[j]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
-			return c.count
-		}
+	if n := held(s, sl); n != nil {
+		return *n
 	}
 	return 0
 }
@@ -621,11 +608,39 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 		return nil
 	}
 	for k, x := range slots {
-		if costs[k] != 0 {
+		switch {
+		case costs[k] > 0:
 			*sh.counter(sl, x) += costs[k]
+		case costs[k] < 0:
+			// Only a counter the identity holds is taken back from: a
+			// new one (or a reused cell) would be a credit, or wipe a
+			// count still read after a clock correction.
+			if n := held(sl, x); n != nil {
+				*n += costs[k]
+			}
 		}
 	}
 	sh.done(sl, i, true, slots)
+	return nil
+}
+
+// held returns the counter of sl in s, or nil; s.mu must be held.
+func held(s *slot, sl kvstore.Slot) *int64 {
+	if pairOf(s, sl.Name, sl.Length) {
+		switch sl.Bucket {
+		case s.bucket:
+			return &s.cur
+		case s.bucket - 1:
+			return &s.prev
+		}
+	}
+	if s.more != nil {
+		for j := range s.more.c {
+			if c := &s.more.c[j]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
+				return &c.count
+			}
+		}
+	}
 	return nil
 }
 
