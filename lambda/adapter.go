@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -150,8 +151,12 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 		target += "?" + strings.ReplaceAll(ev.RawQueryString, "#", "%23")
 	}
 	method := ev.RequestContext.HTTP.Method
-	if method == "" {
-		return nil, fmt.Errorf("lambda: event: requestContext.http.method is empty")
+	switch {
+	case method != "":
+	case ev.Version == "1.0":
+		return nil, errors.New("lambda: event: payload format 1.0 (a REST API, or an HTTP API set to 1.0) is not supported: use payload format 2.0 or a Function URL")
+	default:
+		return nil, errors.New("lambda: event: requestContext.http.method is empty: not an HTTP API (payload format 2.0) or Function URL event")
 	}
 	ctx = context.WithValue(ctx, http.ServerContextKey, server)
 	if ip, err := netip.ParseAddr(ev.RequestContext.HTTP.SourceIP); err == nil {

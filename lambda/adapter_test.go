@@ -244,10 +244,14 @@ func TestFixturesThroughHandler(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
 		t.Errorf("check API: %d %s, %v; want 200 allowed", res.StatusCode, res.Body, err)
 	}
-	for _, fixture := range []string{"httpapi-check-invalid.json", "httpapi-bad-base64.json"} {
+	// An event of another integration names what is supported.
+	for fixture, says := range map[string]string{
+		"httpapi-check-invalid.json": "JSON", "httpapi-bad-base64.json": "base64",
+		"restapi-v1-get.json": "payload format 1.0", "alb-get.json": "not an HTTP API (payload format 2.0) or Function URL event",
+	} {
 		res, err := handle(context.Background(), event(t, fixture))
-		if err != nil || res.StatusCode != http.StatusBadRequest || res.Headers["Content-Type"] != "application/problem+json" {
-			t.Errorf("%s: %d %v %s, %v; want a 400 problem+json response", fixture, res.StatusCode, res.Headers, res.Body, err)
+		if err != nil || res.StatusCode != http.StatusBadRequest || res.Headers["Content-Type"] != "application/problem+json" || !strings.Contains(res.Body, says) {
+			t.Errorf("%s: %d %v %s, %v; want a 400 problem+json response saying %q", fixture, res.StatusCode, res.Headers, res.Body, err, says)
 		}
 	}
 }

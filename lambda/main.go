@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
@@ -15,5 +16,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Adapt logs a handler's panic through the default logger: JSON
+	// lines, as the handler's own.
+	slog.SetDefault(slog.New(slog.NewJSONHandler(os.Stderr, nil)))
 	lambda.Start(Adapt(h))
 }
