@@ -370,21 +370,25 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 // limiter reports a rule that admitted a request another rule of the same
 // check denied. With count_denied the count stays, and they decide the
 // request again on it, so that a retry that the ip rules would refuse is
-// not invited before they admit it. Either way they are decided at now,
-// like the plan's rules.
+// not invited before they admit it. A refund that fails leaves the count
+// too, and they decide the retry on it the same way (the plan's wait alone
+// invited a retry the ip rules refused). Either way they are decided at
+// now, like the plan's rules. The error is the refund's, or the decision's.
 func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) error {
+	var kept error
 	if !h.countDenied {
-		if err := h.lim.Refund(ctx, at, ipID, ipRules, cost); err != nil {
-			return err
-		}
+		kept = h.lim.Refund(ctx, at, ipID, ipRules, cost)
 	}
 	// v.res, the plan's answer, is in v.ds already.
 	if err := h.lim.PeekInto(ctx, now, ipID, ipRules, cost, &v.res); err != nil {
+		if kept != nil {
+			return kept
+		}
 		return err
 	}
 	copy(v.ds[:len(ipRules)], v.res.All())
 	v.deciding = window.Combine(v.ds[:v.n])
-	return nil
+	return kept
 }
 
 // check1 is one limiter call: it appends the call's decisions to v and sets

@@ -2,7 +2,10 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -178,5 +181,51 @@ func TestRefundAfterClockStepsBack(t *testing.T) {
 	}
 	if secs(ip20)-secs(ip0) != 20 || secs(plan20)-secs(plan0) != 20 {
 		t.Errorf("20 s back: %s, %s; without the step %s, %s; want both resets 20 s later", ip20, plan20, ip0, plan0)
+	}
+}
+
+// TestRetryAfterWaitsForAKeptIPCount: when taking back the ip rules' count
+// of a request the plan refused fails, the count stays, and Retry-After
+// waits until the ip rules admit the retry on it: it said the plan's 1 s,
+// and the retry then met the ip rule's 429 (ip-min full until some 80 s).
+func TestRetryAfterWaitsForAKeptIPCount(t *testing.T) {
+	cfg := refundConfig(t, "shared", nil)
+	send := func(steps []time.Duration) *httptest.ResponseRecorder {
+		f := newFixture(t, cfg, func(o *Options) { o.Store = noRefund{memstore.New()} })
+		var w *httptest.ResponseRecorder
+		for _, d := range steps {
+			f.clock.t = t0.Add(10*time.Second + d)
+			w = f.do(req{})
+		}
+		return w
+	}
+	const denied = 100 * time.Millisecond
+	w := send([]time.Duration{0, denied})
+	if w.Code != http.StatusTooManyRequests {
+		t.Fatalf("plan-denied request: %d, want 429", w.Code)
+	}
+	ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+	if err != nil {
+		t.Fatalf("Retry-After %q: %v", w.Header().Get("Retry-After"), err)
+	}
+	var body tooMany
+	if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := body.RetryAfterMS, int64(ra)*1000; got > want || got <= want-1000 {
+		t.Errorf("retry_after_ms %d, Retry-After %d s", got, ra)
+	}
+	wantHeader(t, w, "X-RateLimit-Limit", "2") // ip-min decides: it waits longest
+	for _, tc := range []struct {
+		after time.Duration
+		code  int
+	}{
+		{time.Duration(ra-1) * time.Second, http.StatusTooManyRequests},
+		{time.Duration(ra) * time.Second, http.StatusOK},
+	} {
+		if got := send([]time.Duration{0, denied, denied + tc.after}); got.Code != tc.code {
+			t.Errorf("Retry-After %d s (RateLimit %s); at +%v: %d, want %d (RateLimit %s)",
+				ra, w.Header().Get("RateLimit"), tc.after, got.Code, tc.code, got.Header().Get("RateLimit"))
+		}
 	}
 }
