@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -109,8 +108,11 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	// The parsed object keeps the last of a repeated name: {"key":"a",
 	// "key":"b"} was counted as "b", while a gateway or log in front may
 	// read "a".
-	if k, ok := repeatedName(data); ok {
-		return req, &fieldError{fieldName(k), "appears more than once"}
+	if p, ok := jsonv.Repeated(data); ok {
+		if len(p) > 1 { // {"key": {"a": 1, "a": 2}, "key": "b"} counts "b"
+			return req, &fieldError{fieldName(p[0].Name), "holds a member given more than once"}
+		}
+		return req, &fieldError{fieldName(p[0].Name), "appears more than once"}
 	}
 	for _, k := range jsonv.SortedKeys(obj) {
 		switch v := obj[k]; k {
@@ -173,46 +175,6 @@ func fieldName(k string) string {
 		return `""`
 	}
 	return k
-}
-
-// repeatedName returns a member name that the top-level object of data, a
-// valid JSON document, holds more than once.
-func repeatedName(data []byte) (string, bool) {
-	var seen []string
-	depth, atName := 0, false
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; c {
-		case '{', '[':
-			depth++
-			atName = depth == 1 && c == '{'
-		case '}', ']':
-			depth--
-		case ',':
-			atName = depth == 1
-		case '"':
-			j := i + 1
-			for data[j] != '"' {
-				if data[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			if atName {
-				name := string(data[i+1 : j])
-				if bytes.IndexByte(data[i+1:j], '\\') >= 0 {
-					v, _ := jsonv.Parse(data[i : j+1])
-					name, _ = v.(string)
-				}
-				if slices.Contains(seen, name) {
-					return name, true
-				}
-				seen = append(seen, name)
-				atName = false
-			}
-			i = j
-		}
-	}
-	return "", false
 }
 
 func (c *checkResponse) encode(e *jsonv.Encoder) {

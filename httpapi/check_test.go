@@ -105,7 +105,7 @@ func TestCheckAPIErrors(t *testing.T) {
 		{"key twice", `{"key": "a", "key": "b"}`, "key", "key: appears more than once"},
 		{"key twice, once escaped", `{"key": "a", "k\u0065y": "b"}`, "key", "key: appears more than once"},
 		{"key twice, first invalid", `{"key": 5, "key": "b"}`, "key", "key: appears more than once"},
-		{"key twice, first an object", `{"key": {"key": 1, "key": 2}, "cost": 1, "key": "b"}`, "key", "key: appears more than once"},
+		{"key twice, first an object", `{"key": {"key": 1, "key": 2}, "cost": 1, "key": "b"}`, "key", "key: holds a member given more than once"},
 		{"cost twice", `{"key": "a", "cost": 1, "cost": 1}`, "cost", "cost: appears more than once"},
 		{"plan twice", `{"plan": "pro", "key": "a", "plan": "free"}`, "plan", "plan: appears more than once"},
 		{"cost beyond int64", `{"key": "a", "cost": 9223372036854775808}`, "cost", "cost: 9223372036854775808: must be at most 999999999999999, the largest limit a plan can have"},
