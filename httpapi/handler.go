@@ -295,10 +295,14 @@ type verdict struct {
 	deciding window.Decision
 	cached   bool
 	err      error
-	// ipErr is a store error while taking back or re-reading the ip
-	// rules' count of a request the plan refused: the count stays (too
-	// high, never too low); logged.
-	ipErr error
+	// aside is a store error that left the answer standing: taking back
+	// the ip rules' count of a request the plan refused (the count stays:
+	// too high, never too low), deciding them again on the state after
+	// it, or reading the plan for a request the ip rules denied (the 429
+	// waits for the ip rules alone). Logged with asideAction, for asideID.
+	aside       error
+	asideAction string
+	asideID     string
 	// uncounted is a denial's count that failed (count_denied): the
 	// request is denied all the same; logged, for uncountedID.
 	uncounted   error
@@ -308,7 +312,8 @@ type verdict struct {
 
 // reset empties a recycled verdict; the decisions past n are never read.
 func (v *verdict) reset() {
-	v.n, v.deciding, v.cached, v.err, v.ipErr = 0, window.Decision{}, false, nil, nil
+	v.n, v.deciding, v.cached, v.err = 0, window.Decision{}, false, nil
+	v.aside, v.asideAction, v.asideID = nil, "", ""
 	v.uncounted, v.uncountedID = nil, ""
 }
 
@@ -343,25 +348,41 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 			// The plan is not charged for a request the ip rules deny, but
 			// Retry-After must not come before the plan would admit it too:
 			// peek at the plan with the request's cost. A failed peek
-			// leaves the ip denial as it is. (A preflight has no plan.)
-			if len(p.rules) > 0 && h.lim.PeekInto(ctx, now, id, p.rules, cost, &v.res) == nil {
-				v.add(&v.res)
-				v.deciding = window.Combine(v.ds[:v.n])
+			// leaves the ip denial as it is, logged. (A preflight has no plan.)
+			if len(p.rules) == 0 {
+				return
 			}
+			if err := h.lim.PeekInto(ctx, now, id, p.rules, cost, &v.res); err != nil {
+				v.setAside(err, "ip_limits decided alone, without the plan's wait", id)
+				return
+			}
+			v.add(&v.res)
+			v.deciding = window.Combine(v.ds[:v.n])
 			return
 		}
 	}
 	ipAt, ipN := v.res.At, v.n
 	if v.err = h.check1(ctx, now, id, p.rules, cost, v); v.err != nil {
 		if ipN > 0 && h.deny && !h.countDenied {
-			v.ipErr = h.lim.Refund(ctx, ipAt, ipID, ipRules, cost)
+			if err := h.lim.Refund(ctx, ipAt, ipID, ipRules, cost); err != nil {
+				v.setAside(err, keptIP, ipID)
+			}
 		}
 		return
 	}
 	v.deciding = window.Combine(v.ds[:v.n])
 	if ipN > 0 && !v.deciding.Allowed {
-		v.ipErr = h.settleIP(ctx, now, ipAt, ipID, ipRules, cost, v)
+		h.settleIP(ctx, now, ipAt, ipID, ipRules, cost, v)
 	}
+}
+
+// keptIP is the logged action of a refund of the ip rules that failed.
+const keptIP = "kept the ip_limits count of a refused request"
+
+// setAside records a store error that leaves the answer standing, what was
+// done about it, and for whom (see verdict.aside).
+func (v *verdict) setAside(err error, action, id string) {
+	v.aside, v.asideAction, v.asideID = err, action, id
 }
 
 // settleIP makes the ip rules' decisions (v.ds[:len(ipRules)]) those of a
@@ -373,22 +394,24 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 // not invited before they admit it. A refund that fails leaves the count
 // too, and they decide the retry on it the same way (the plan's wait alone
 // invited a retry the ip rules refused). Either way they are decided at
-// now, like the plan's rules. The error is the refund's, or the decision's.
-func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) error {
-	var kept error
+// now, like the plan's rules. A store error is set aside in v.
+func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) {
 	if !h.countDenied {
-		kept = h.lim.Refund(ctx, at, ipID, ipRules, cost)
+		if err := h.lim.Refund(ctx, at, ipID, ipRules, cost); err != nil {
+			v.setAside(err, keptIP, ipID)
+		}
 	}
 	// v.res, the plan's answer, is in v.ds already.
 	if err := h.lim.PeekInto(ctx, now, ipID, ipRules, cost, &v.res); err != nil {
-		if kept != nil {
-			return kept
+		if v.aside == nil {
+			// Not decided again: the ip rules' items are those of their
+			// admission (with the count, taken back or not).
+			v.setAside(err, "ip_limits items as they admitted the request", ipID)
 		}
-		return err
+		return
 	}
 	copy(v.ds[:len(ipRules)], v.res.All())
 	v.deciding = window.Combine(v.ds[:v.n])
-	return kept
 }
 
 // check1 is one limiter call: it appends the call's decisions to v and sets
@@ -457,8 +480,8 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 	defer verdicts.Put(v)
 	v.reset()
 	h.decide(r.Context(), now, ipID, h.ipRules, id, p, cost, v)
-	if v.ipErr != nil {
-		h.logStoreError(r, v.ipErr, "kept the ip_limits count of a refused request", ipID, p)
+	if v.aside != nil {
+		h.logStoreError(r, v.aside, v.asideAction, v.asideID, p)
 	}
 	if v.uncounted != nil {
 		h.logStoreError(r, v.uncounted, "deny", v.uncountedID, p)

@@ -229,3 +229,69 @@ func TestRetryAfterWaitsForAKeptIPCount(t *testing.T) {
 		}
 	}
 }
+
+// loadFailsAfterRefund is a memory store whose reads fail once a count was
+// taken back: the refund went through, the read after it did not.
+type loadFailsAfterRefund struct {
+	kvstore.Conditional
+	refunded bool
+}
+
+func (s *loadFailsAfterRefund) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	s.refunded = s.refunded || len(costs) > 0 && costs[0] < 0
+	return s.Conditional.Add(ctx, id, slots, costs)
+}
+
+func (s *loadFailsAfterRefund) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	if s.refunded {
+		return errors.New("loadfails: boom")
+	}
+	return s.Conditional.Load(ctx, id, slots, counts)
+}
+
+// TestStoreErrorsBesideADenial: a store error that leaves a 429 standing
+// is logged as a store error, saying what the answer did without it. The
+// plan's read failing for a request the ip rules denied was logged
+// nowhere, and the ip rules' read failing after their count was taken
+// back was logged as keeping that count.
+func TestStoreErrorsBesideADenial(t *testing.T) {
+	tests := []struct {
+		name   string
+		cfg    *config.Config
+		store  kvstore.Store
+		action string
+	}{
+		{"the plan unreadable on an ip denial",
+			refundConfig(t, "local", func(m map[string]any) {
+				m["ip_limits"] = []any{map[string]any{"name": "ip-min", "limit": 1, "window": "1m", "scope": "local"}}
+			}),
+			&failStore{}, "ip_limits decided alone, without the plan's wait"},
+		{"the ip rules unreadable after their refund",
+			refundConfig(t, "shared", nil),
+			&loadFailsAfterRefund{Conditional: memstore.New()}, "ip_limits items as they admitted the request"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.cfg, func(o *Options) { o.Store = tt.store })
+			f.do(req{})
+			f.logs.Reset()
+			f.clock.t = f.clock.t.Add(100 * time.Millisecond)
+			if w := f.do(req{}); w.Code != http.StatusTooManyRequests {
+				t.Fatalf("second request: %d, want 429", w.Code)
+			}
+			var actions []string
+			for _, l := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+				var line struct{ Msg, Level, Action string }
+				if err := json.Unmarshal([]byte(l), &line); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+				if line.Msg == "store error" && line.Level == "WARN" {
+					actions = append(actions, line.Action)
+				}
+			}
+			if len(actions) != 1 || actions[0] != tt.action {
+				t.Errorf("store error actions %q, want [%q]: %s", actions, tt.action, f.logs)
+			}
+		})
+	}
+}
