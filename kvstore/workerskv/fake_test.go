@@ -21,12 +21,14 @@ type sim struct {
 	// dropped counts the tasks a requestLater dropped: due after their
 	// request's background work was cancelled.
 	dropped int
+	reqs    int // requests made so far (requestLater)
 }
 
 type event struct {
 	at   time.Time
 	seq  int
 	tag  string
+	req  int // the request whose background work it is (requestLater); 0: none
 	task func(context.Context)
 }
 
@@ -281,6 +283,10 @@ func maxPutsPerSecond(puts []putRecord) int {
 // stock shim) whose background work the Worker cancels at deadline (30 s
 // after its response): a task due later than that never runs.
 func (s *sim) requestLater(deadline time.Time) func(time.Duration, func(context.Context)) {
+	s.mu.Lock()
+	s.reqs++
+	req := s.reqs
+	s.mu.Unlock()
 	return func(d time.Duration, task func(context.Context)) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -290,8 +296,22 @@ func (s *sim) requestLater(deadline time.Time) func(time.Duration, func(context.
 			return // waitUntil cancelled: the timer never fires
 		}
 		s.seq++
-		heap.Push(&s.events, event{at: at, seq: s.seq, task: task})
+		heap.Push(&s.events, event{at: at, seq: s.seq, req: req, task: task})
 	}
+}
+
+// live returns how many requests have background work pending: in the
+// Worker, each keeps its Go instance alive until that work ends.
+func (s *sim) live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	reqs := map[int]bool{}
+	for _, e := range s.events {
+		if e.req != 0 {
+			reqs[e.req] = true
+		}
+	}
+	return len(reqs)
 }
 
 // request returns a Store of one request of the isolate g: its own Later,

@@ -2,6 +2,7 @@ package workerskv
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -78,6 +79,50 @@ func TestSteadyLoadOutlivesARequest(t *testing.T) {
 	}
 }
 
+// TestBusyClientsShareAWriter: 20 clients each send a request every 0.5 s
+// to one isolate. A request keeps its Go instance (about 5 MB of the
+// isolate's 128 MB) alive while it has background work, and each client's
+// writes ran in a request of that client until they caught up, then in its
+// next one: 20 requests alive with none in flight, one per busy client. The
+// isolate's sweep gathers them in the request that swept, where they linger
+// for the next counts. Every count still reaches KV, and no key is written
+// twice in a second.
+func TestBusyClientsShareAWriter(t *testing.T) {
+	const clients, tick = 20, 25 * time.Millisecond
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	g := NewMemGlobals("iso-a")
+	sl := minute(t0)
+	ctx := context.Background()
+	most := 0
+	for i := range 40 * time.Second / tick { // within the minute's bucket
+		if c := int(i % (500 * time.Millisecond / tick)); c < clients {
+			if err := s.request(t, kv, g, requestLife).Add(ctx, fmt.Sprint("client-", c), []kvstore.Slot{sl}, []int64{1}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.advance(tick)
+		if i*tick >= 15*time.Second { // after the first sweeps
+			most = max(most, s.live())
+		}
+	}
+	s.drain(t)
+	if most > 2 {
+		t.Errorf("up to %d requests alive for their background work, want at most 2 for %d busy clients", most, clients)
+	}
+	for c := range clients {
+		if got, want := written(kv, fmt.Sprint("client-", c), sl, "iso-a"), int64(80); got != want {
+			t.Errorf("client %d: KV holds %d, want %d", c, got, want)
+		}
+	}
+	if n := maxPutsPerSecond(kv.putLog()); n != 1 {
+		t.Errorf("most writes of one key within a second = %d, want 1", n)
+	}
+	if s.dropped != 0 {
+		t.Errorf("%d tasks scheduled past their request's end", s.dropped)
+	}
+}
+
 // TestSweepRestartsWritesOfADeadRequest: the request that was to write a
 // counter's trailing count lost its background work (cancelled early), and
 // the counter's bucket gets no more traffic. The isolate's next sweep, on a
@@ -104,8 +149,8 @@ func TestSweepRestartsWritesOfADeadRequest(t *testing.T) {
 		after time.Duration // since the counter's writes started
 		want  int64
 	}{
-		{15 * time.Second, 1}, // its request may still be writing: no takeover
-		{25 * time.Second, 2}, // the next sweep, 10 s later
+		{5 * time.Second, 1},  // no sweep due yet, and too young for a handoff
+		{15 * time.Second, 2}, // the next sweep, 10 s after the first
 	}
 	for _, tt := range tests {
 		s.run(t0.Add(tt.after))

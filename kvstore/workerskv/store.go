@@ -47,9 +47,23 @@ const (
 	// it stops and leaves its counts to the next request (an Add of the
 	// counter, or the isolate's next sweep).
 	flushBudget = int64(25 * time.Second / time.Millisecond)
-	// sweepEvery is how often the isolate's expired cells are dropped and
-	// its stopped flushes restarted.
+	// sweepEvery is how often the isolate's expired cells are dropped, its
+	// stopped flushes restarted, and the writes of its other counters
+	// gathered in the request that sweeps. A request keeps its Go instance
+	// (about 5 MB of the isolate's 128 MB) alive while it runs writes, and
+	// each client's writes stayed with its own requests: one instance per
+	// client counting about once a second.
 	sweepEvery = int64(10 * time.Second / time.Millisecond)
+	// maxAdopt bounds the counters one sweep takes on, so that the request
+	// stays within Cloudflare's 1,000 KV operations per invocation even
+	// when it writes each of them, and its own plan's (up to 8), once a
+	// second for its whole flushBudget: (30+8)×24 writes and its lists.
+	maxAdopt = 30
+	// lingerPolls is how many times in a row the adopted writes of a
+	// counter look for new counts, FlushInterval apart, and find none
+	// before they end. While they linger, the client's requests leave the
+	// writes to them instead of starting their own.
+	lingerPolls = 2
 	// maxListPages bounds one refresh: 1,000 keys a page is far more
 	// isolates than one slot sees.
 	maxListPages = 10
@@ -204,7 +218,10 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 			}
 		}
 	})
-	s.startFlushes(rearm, ms)
+	// After this request's own lists: adopted writes that are due go out at
+	// once, and a Worker has six connections (KV calls among them) at a
+	// time per request.
+	defer s.adopt(rearm, ms)
 	for _, i := range stale {
 		p, sl := prefixes[i], slots[i]
 		s.later(0, func(ctx context.Context) {
@@ -315,9 +332,9 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	for i, sl := range slots {
 		keys[i] = SlotPrefix(id, sl) + s.iso
 	}
-	var start []string
+	var adopted, start []string
 	s.g.Update(func(c Cells) {
-		start = s.sweep(c, ms)
+		adopted = s.sweep(c, ms)
 		for i, sl := range slots {
 			cell, _ := c.Get(keys[i])
 			cell.N += costs[i]
@@ -329,7 +346,10 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 			c.Set(keys[i], cell)
 		}
 	})
-	s.startFlushes(start, ms)
+	s.adopt(adopted, ms)
+	for _, key := range start {
+		s.later(0, func(ctx context.Context) { s.flush(ctx, key, ms, 0, -1) })
+	}
 	return nil
 }
 
@@ -342,11 +362,12 @@ func canTakeOver(c Cell, ms int64) bool {
 		(c.Busy == 0 || ms-c.Busy >= staleBusy || ms < c.Busy)
 }
 
-// startFlushes runs the writes of the counters keys, whose Owner the
-// calling request at ms has just become, in its background work.
-func (s *Store) startFlushes(keys []string, ms int64) {
+// adopt runs the writes of the counters keys, whose Owner the calling
+// request at ms has just become by its sweep, in its background work; they
+// linger (lingerPolls).
+func (s *Store) adopt(keys []string, ms int64) {
 	for _, key := range keys {
-		s.later(0, func(ctx context.Context) { s.flush(ctx, key, ms, 0) })
+		s.later(0, func(ctx context.Context) { s.flush(ctx, key, ms, 0, 0) })
 	}
 }
 
@@ -354,8 +375,10 @@ func (s *Store) startFlushes(keys []string, ms int64) {
 // the total last written, no sooner than FlushInterval after the key's last
 // write, for as long as the request that started at owner runs the
 // counter's writes and has time left (flushBudget). failures counts the
-// failed writes in a row so far.
-func (s *Store) flush(ctx context.Context, key string, owner int64, failures int) {
+// failed writes in a row so far. idle counts the polls in a row that found
+// nothing to write, of writes that linger (adopted by a sweep); -1: they
+// end as soon as everything is written.
+func (s *Store) flush(ctx context.Context, key string, owner int64, failures, idle int) {
 	for {
 		var total, wait, at int64
 		var expires time.Time
@@ -368,6 +391,9 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures int
 			ms := s.now().UnixMilli()
 			wait = max(cell.At+s.flushMs-ms, 0)
 			switch {
+			case cell.N == cell.Flushed && idle >= 0 && idle < lingerPolls && ms+s.flushMs-owner <= flushBudget:
+				idle++
+				wait = s.flushMs
 			case cell.N == cell.Flushed:
 				cell.Owner, wait = 0, 0
 			case failures >= maxPutFailures || ms+wait-owner > flushBudget:
@@ -380,13 +406,16 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures int
 			c.Set(key, cell)
 		})
 		if wait > 0 {
-			s.later(time.Duration(wait)*time.Millisecond, func(ctx context.Context) { s.flush(ctx, key, owner, failures) })
+			s.later(time.Duration(wait)*time.Millisecond, func(ctx context.Context) { s.flush(ctx, key, owner, failures, idle) })
 			return
 		}
 		if !put {
 			return
 		}
 		failures = s.write(ctx, key, total, expires, at, failures)
+		if idle > 0 {
+			idle = 0
+		}
 	}
 }
 
@@ -418,22 +447,40 @@ func (s *Store) write(ctx context.Context, key string, total int64, expires time
 
 // sweep drops expired cells every sweepEvery, and at once when the clock
 // went backwards. It returns the counters of this isolate whose writes it
-// has made the calling request at ms run (see canTakeOver): those a flush
-// stopped before writing everything, after failed writes or at the end of
-// its request's time.
+// has made the calling request at ms run (adopt): first those a flush
+// stopped before writing everything (after failed writes, or at the end of
+// its request's time), then, up to maxAdopt in all, those whose writes
+// another request runs, with counts to write or lingering. That request
+// stops them at its next step (the counter's Owner is no longer its own),
+// and its Go instance can end: the writes of the isolate's busy clients
+// gather in the request that swept last.
 func (s *Store) sweep(c Cells, ms int64) []string {
-	var stopped []string
+	var stopped, owned []string
 	sweep(c, sweepKey, ms, func(key string, cell Cell) {
-		if strings.HasPrefix(key, KeyPrefix) && canTakeOver(cell, ms) {
+		switch {
+		case !strings.HasPrefix(key, KeyPrefix) || !adoptable(cell, ms):
+		case cell.Owner == 0:
 			stopped = append(stopped, key)
+		default:
+			owned = append(owned, key)
 		}
 	})
-	for _, key := range stopped {
+	adopted := append(stopped, owned...)
+	adopted = adopted[:min(len(adopted), maxAdopt)]
+	for _, key := range adopted {
 		cell, _ := c.Get(key)
 		cell.Owner = ms
 		c.Set(key, cell)
 	}
-	return stopped
+	return adopted
+}
+
+// adoptable reports whether the sweep of a request at ms takes over the
+// writes of a counter: it has counts to write, or its writes linger in
+// another request, and no write of it is in flight.
+func adoptable(c Cell, ms int64) bool {
+	return (c.N != c.Flushed || c.Owner != 0) && c.Owner != ms &&
+		(c.Busy == 0 || ms-c.Busy >= staleBusy || ms < c.Busy)
 }
 
 // sweep drops expired cells every sweepEvery, as remembered in the cell
