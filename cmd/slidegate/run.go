@@ -30,7 +30,7 @@ import (
 const usage = `usage:
   slidegate serve [--config FILE] [--listen ADDR] [--origin URL | --demo-origin]
                   [--store memory|dynamodb --table T [--endpoint URL] [--create-table]]
-                  [--max-identities N] [--origin-timeout D]
+                  [--max-identities N] [--origin-timeout D] [--client-timeout D]
   slidegate check-config FILE
   slidegate hash-key KEY    (KEY "-" reads one line from standard input)`
 
@@ -142,6 +142,7 @@ type serveFlags struct {
 	createTable            bool
 	maxIdentities          int
 	originTimeout          time.Duration
+	clientTimeout          time.Duration
 }
 
 // defaultOriginTimeout bounds the wait for an origin's answer to begin,
@@ -170,6 +171,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&f.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:4567 for dynalite")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the DynamoDB table if it does not exist")
 	fs.DurationVar(&f.originTimeout, "origin-timeout", defaultOriginTimeout, "longest wait for the origin's answer to begin (`D`; 0: no bound); beyond, the client gets a 504")
+	fs.DurationVar(&f.clientTimeout, "client-timeout", defaultClientTimeout, "longest silence of a client within a request (`D`; 0: no bound): between parts of its body, or while it takes none of the answer; beyond, the connection is closed")
 	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities each memory store holds (`N`; 0: no bound); beyond, a new one evicts the one that counts least per unit of time")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -182,6 +184,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if f.originTimeout < 0 {
 		return fmt.Errorf("%w: --origin-timeout %s: must be 0 (no bound) or more", errUsage, f.originTimeout)
+	}
+	if f.clientTimeout < 0 {
+		return fmt.Errorf("%w: --client-timeout %s: must be 0 (no bound) or more", errUsage, f.clientTimeout)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
@@ -251,7 +256,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		p := httpapi.NewProxy(origin, log, cfg.Identity.Prefixes())
 		// A hung origin would hold its clients for as long as they wait.
 		p.Transport.(*http.Transport).ResponseHeaderTimeout = f.originTimeout
-		next = fullDuplex(p)
+		next = boundWrites(fullDuplex(p), f.clientTimeout)
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Local: local, Next: next, Logger: log})
 	if err != nil {
@@ -262,7 +267,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           boundSilence(h, f.clientTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

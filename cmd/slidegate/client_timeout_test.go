@@ -1,0 +1,182 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// clientTimeout is the --client-timeout of the tests below: short, so that
+// a silent client is let go quickly; the clients that must be served keep
+// every silence well under it.
+const clientTimeout = 500 * time.Millisecond
+
+// frontWithTimeout starts `slidegate serve --client-timeout` in front of
+// origin and returns the host:port it listens on.
+func frontWithTimeout(t *testing.T, origin http.Handler) string {
+	t.Helper()
+	o := httptest.NewServer(origin)
+	t.Cleanup(o.Close)
+	base, _ := serveLogging(t, io.Discard, "--config", operatorConfig(t, ""), "--origin", o.URL, "--client-timeout", clientTimeout.String())
+	return strings.TrimPrefix(base, "http://")
+}
+
+// answerOrClose reads what the server does about a request: an answer, or
+// the connection closed. A read that times out (dial's 10 s) is a server
+// still holding the connection: the failure.
+func (w *wire) answerOrClose(method string) string {
+	w.t.Helper()
+	res, err := http.ReadResponse(w.r, &http.Request{Method: method})
+	switch {
+	case err == nil:
+		res.Body.Close()
+		return res.Status
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.t.Fatalf("no answer and the connection still open after 10 s: %v", err)
+	}
+	return "closed: " + err.Error()
+}
+
+// TestServeClientTimeout: a client that goes silent in the middle of its
+// request (a header that announces a body, then nothing) or does not take
+// its answer is let go after --client-timeout, and so is the origin's
+// worker serving it. Before, nothing bounded the wait: the server reads
+// what is left of a body before it answers (a 429, the health check, the
+// check API), so a refused request, counted nowhere, held its connection,
+// a goroutine and a file descriptor for ever (3,000 such connections held
+// 3,000 descriptors, 26 KB each), and an admitted one held an origin
+// connection and the origin's worker too. The dial deadline (10 s) bounds
+// a hang; no timing is asserted.
+func TestServeClientTimeout(t *testing.T) {
+	const key = "X-API-Key: " + bigKey + "\r\n"
+	t.Run("refused, body never sent", func(t *testing.T) {
+		addr := frontWithTimeout(t, http.NotFoundHandler())
+		for range 2 { // the free plan's quota: 2
+			if res, _ := dial(t, addr).get("/x", "X-API-Key: spent\r\n"); res.StatusCode != 404 {
+				t.Fatalf("status %d, want the origin's 404", res.StatusCode)
+			}
+		}
+		w := dial(t, addr)
+		w.send("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: 100\r\n\r\nab")
+		t.Log(w.answerOrClose("POST"))
+	})
+	for _, tt := range []struct{ name, request string }{
+		{"health check", "GET /healthz HTTP/1.1\r\nHost: front.test\r\nContent-Length: 100\r\n\r\nab"},
+		{"check API, chunked", "POST /v1/check HTTP/1.1\r\nHost: front.test\r\nTransfer-Encoding: chunked\r\n\r\n7\r\n{\"key\":\r\n"},
+	} {
+		t.Run(tt.name+", body never ended", func(t *testing.T) {
+			w := dial(t, frontWithTimeout(t, http.NotFoundHandler()))
+			w.send(tt.request)
+			t.Log(w.answerOrClose("POST"))
+		})
+	}
+	t.Run("admitted, body never ended", func(t *testing.T) {
+		read := make(chan error, 1)
+		addr := frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, err := io.ReadAll(r.Body)
+			read <- err
+		}))
+		w := dial(t, addr)
+		w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Content-Length: 100\r\n\r\nab")
+		t.Log(w.answerOrClose("POST"))
+		select {
+		case err := <-read:
+			if err == nil {
+				t.Error("the origin read the whole body")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the origin is still waiting for the body after 10 s")
+		}
+	})
+	t.Run("answer not taken", func(t *testing.T) {
+		wrote := make(chan error, 1)
+		addr := frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			chunk := make([]byte, 64<<10)
+			for range 4096 { // 256 MiB: far more than the sockets hold
+				if _, err := w.Write(chunk); err != nil {
+					wrote <- err
+					return
+				}
+			}
+			wrote <- nil
+		}))
+		w := dial(t, addr)
+		w.send("GET /download HTTP/1.1\r\nHost: front.test\r\n" + key + "\r\n") // and read nothing
+		select {
+		case err := <-wrote:
+			if err == nil {
+				t.Error("the origin wrote 256 MiB to a client that read nothing")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the origin is still writing to a client that reads nothing after 10 s")
+		}
+	})
+}
+
+// TestServeClientTimeoutBoundsSilenceOnly: --client-timeout bounds each
+// silence of the client, not a request or an answer: an upload whose parts
+// each come in time, a long wait for the origin's answer, an answer with
+// a pause longer than the bound, and an upgraded connection idle longer
+// than it all work. Each pause below is clientTimeout*8/5, each silence
+// of the client at most 2/5 of it.
+func TestServeClientTimeoutBoundsSilenceOnly(t *testing.T) {
+	pause := clientTimeout * 8 / 5
+	const key = "X-API-Key: " + bigKey + "\r\n"
+	t.Run("slow upload", func(t *testing.T) {
+		w := dial(t, frontWithTimeout(t, http.HandlerFunc(uploadOrigin)))
+		w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n")
+		for range 4 {
+			time.Sleep(clientTimeout * 2 / 5)
+			w.send("4\r\nabcd\r\n")
+		}
+		w.send("0\r\n\r\n")
+		if res, body := w.response("POST"); res.StatusCode != 200 || !strings.Contains(body, `"length":16`) {
+			t.Errorf("%d %s", res.StatusCode, body)
+		}
+	})
+	t.Run("late answer, then the next request", func(t *testing.T) {
+		w := dial(t, frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			time.Sleep(pause)
+			fmt.Fprintf(w, "%d bytes", len(b))
+		})))
+		for i := range 2 {
+			w.send("POST /slow HTTP/1.1\r\nHost: front.test\r\n" + key + "Content-Length: 3\r\n\r\na=1")
+			if res, body := w.response("POST"); res.StatusCode != 200 || body != "3 bytes" {
+				t.Fatalf("request %d: %d %q", i+1, res.StatusCode, body)
+			}
+		}
+	})
+	t.Run("pause in the answer", func(t *testing.T) {
+		w := dial(t, frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintln(w, "first")
+			_ = http.NewResponseController(w).Flush()
+			time.Sleep(pause)
+			fmt.Fprintln(w, "second")
+		})))
+		if res, body := w.get("/stream", key); res.StatusCode != 200 || body != "first\nsecond\n" {
+			t.Errorf("%d %q", res.StatusCode, body)
+		}
+	})
+	t.Run("idle upgraded connection", func(t *testing.T) {
+		w := dial(t, frontWithTimeout(t, upgradeOrigin(t)))
+		w.send("GET /socket HTTP/1.1\r\nHost: front.test\r\n" + key + "Connection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		if res, err := http.ReadResponse(w.r, &http.Request{Method: "GET"}); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+			t.Fatalf("%v, %v", res, err)
+		}
+		if line, err := w.r.ReadString('\n'); line != "hello\n" || err != nil {
+			t.Fatalf("the origin's first line: %q, %v", line, err)
+		}
+		time.Sleep(pause)
+		w.send("ping\n")
+		if got, err := w.r.ReadString('\n'); got != "PING\n" || err != nil {
+			t.Errorf("echo after a pause: %q, %v", got, err)
+		}
+	})
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// defaultClientTimeout bounds each silence of a client within a request,
+// as nginx's client_body_timeout and send_timeout do (60 s there).
+const defaultClientTimeout = time.Minute
+
+// boundSilence bounds each wait on the client of a request once its
+// header has come, to d: for the next part of its body, and, with
+// boundWrites around the origin, for the client to take the next part of
+// the answer. Past it the read or write fails and the connection is
+// closed. Nothing bounded those waits: Go's server reads what is left of
+// a body (up to 256 KiB) before it sends an answer the handler wrote
+// without reading it (a 429, the health check's), so a client that sent a
+// header announcing a body and then nothing held its connection, a
+// goroutine and a file descriptor for ever, even for a request counted
+// nowhere; an admitted one held an origin connection and the origin's
+// worker waiting for the body too, and so did a client that stopped
+// reading a long answer. The server's ReadTimeout and WriteTimeout would
+// bound a whole request or answer, cutting uploads and answers (Server-Sent
+// Events) that are merely long; this bounds only silence, and only the
+// client's: a handler or origin slow to read the body or to answer is not
+// the client's wait. d <= 0 means no bound.
+func boundSilence(next http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// The answers the handler writes at once (a 429, the check API's)
+		// go out when it returns; the server clears the deadline then.
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		if r.Body == nil || r.Body == http.NoBody {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// Also bounds the server's own read of a body the handler left.
+		_ = rc.SetReadDeadline(time.Now().Add(d))
+		b := &silentBody{ReadCloser: r.Body, rc: rc, d: d}
+		defer b.done.Store(true)
+		r = r.WithContext(r.Context()) // a copy, for its own Body
+		r.Body = b
+		next.ServeHTTP(w, r)
+	})
+}
+
+// silentBody moves the connection's read deadline d ahead before each read
+// of a request body, until the body's end: there the server starts its
+// own read of the connection (to learn that the client went away), which
+// must not time out while the origin takes its time to answer.
+type silentBody struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	d    time.Duration
+	end  atomic.Bool // read by the transport's goroutine, maybe after the handler
+	done atomic.Bool // the handler returned: the connection may serve another request
+}
+
+func (b *silentBody) Read(p []byte) (int, error) {
+	if b.end.Load() || b.done.Load() {
+		return b.ReadCloser.Read(p)
+	}
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.ReadCloser.Read(p)
+	if err != nil {
+		b.end.Store(true)
+	}
+	return n, err
+}
+
+// boundWrites moves the connection's write deadline d ahead before each
+// write of an answer through next (the origin's: they may be long), so
+// that a client that stops taking the answer is let go after d; it
+// clears the deadlines of a connection handed over to an upgrade. d <= 0
+// means no bound.
+func boundWrites(next http.Handler, d time.Duration) http.Handler {
+	if d <= 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&silentWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}, r)
+	})
+}
+
+// silentWriter is boundWrites' ResponseWriter.
+type silentWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *silentWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+// WriteHeader extends the deadline: an informational answer (103) is
+// written at once, and a final one may come long after the request.
+func (w *silentWriter) WriteHeader(code int) {
+	w.extend()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *silentWriter) Write(p []byte) (int, error) {
+	w.extend()
+	return w.ResponseWriter.Write(p)
+}
+
+// FlushError extends the deadline and flushes; http.ResponseController
+// finds it.
+func (w *silentWriter) FlushError() error {
+	w.extend()
+	return w.rc.Flush()
+}
+
+// Hijack hands the connection over without deadlines: an upgraded
+// connection (WebSocket) may be quiet for long, and its deadlines are the
+// upgrade's to set (Go's proxy sets none).
+func (w *silentWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := w.rc.Hijack()
+	if err == nil {
+		_ = c.SetDeadline(time.Time{})
+	}
+	return c, brw, err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *silentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
