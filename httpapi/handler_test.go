@@ -215,6 +215,41 @@ func TestTooManyBody(t *testing.T) {
 	}
 }
 
+// TestTooManyDetailAgreesWithRemaining: a request that costs more than a
+// limit has left is refused with that limit's remaining above zero; the
+// detail said the limit "is used up" next to "remaining": 1.
+func TestTooManyDetailAgreesWithRemaining(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before int // GETs (cost 1) before the POST (cost 2) to /v1/search
+		detail string
+	}{
+		{"one left", 2, `Limit "minute" (3 per 1m) has 1 left, less than the request costs; retry in 51 s.`},
+		{"none left", 3, `Limit "minute" (3 per 1m) is used up; retry in 71 s.`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), nil)
+			for range tc.before {
+				f.do(req{})
+			}
+			w := f.do(req{method: http.MethodPost, path: "/v1/search"})
+			if w.Code != http.StatusTooManyRequests {
+				t.Fatalf("status %d", w.Code)
+			}
+			var body tooMany
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := strconv.FormatInt(body.Remaining, 10), w.Header().Get("X-RateLimit-Remaining"); got != want {
+				t.Errorf("remaining %s, X-RateLimit-Remaining %s", got, want)
+			}
+			if body.Detail != tc.detail {
+				t.Errorf("detail %q (remaining %d), want %q", body.Detail, body.Remaining, tc.detail)
+			}
+		})
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {

@@ -148,6 +148,11 @@ func detail(d window.Decision) string {
 	if d.RetryAfter == window.Never {
 		return fmt.Sprintf("The request costs more than limit %q allows (%d per %s).", d.Rule, d.Limit, period(d.Period))
 	}
+	if d.Remaining > 0 {
+		// A request that costs more than is left: "used up" would
+		// contradict the body's remaining.
+		return fmt.Sprintf("Limit %q (%d per %s) has %d left, less than the request costs; retry in %d s.", d.Rule, d.Limit, period(d.Period), d.Remaining, retrySeconds(d.RetryAfter))
+	}
 	return fmt.Sprintf("Limit %q (%d per %s) is used up; retry in %d s.", d.Rule, d.Limit, period(d.Period), retrySeconds(d.RetryAfter))
 }
 
