@@ -673,15 +673,28 @@ func (l *Limiter) addCur(ctx context.Context, now time.Time, id string, rules []
 // retry, or it denies too, with the wait for that room. So the deciding
 // RetryAfter is the moment every rule admits the retry.
 func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, sc *scratch, res *Result) error {
-	for _, local := range [2]bool{true, false} {
+	var uncounted error
+	var counted [2]bool // by scope: local, shared
+	for k, local := range [2]bool{true, false} {
 		if local && res.localKept(rules) {
-			continue // the local group's add was kept
+			counted[k] = true // the local group's add was kept
+			continue
 		}
 		if err := l.addCur(ctx, now, id, rules, local, cost, sc); err != nil {
-			return fmt.Errorf("%w: %w", ErrUncounted, err)
+			uncounted = fmt.Errorf("%w: %w", ErrUncounted, err)
+			break
 		}
+		counted[k] = true
 	}
 	for i, r := range rules {
+		if !counted[0] && r.Local || !counted[1] && !r.Local {
+			if d := &res.Rules[i]; d.Allowed { // not counted: as uncount does
+				d.Used -= cost
+				d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+				d.ResetAfter = r.Wait(now, sc.prev[i], sc.cur[i], 0)
+			}
+			continue
+		}
 		d, cur := &res.Rules[i], sc.cur[i]+cost
 		if d.Allowed {
 			// Used, Remaining and ResetAfter already count the cost.
@@ -694,7 +707,7 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
 		d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
 	}
-	return nil
+	return uncounted
 }
 
 // uncount fixes the decisions of the rules that admitted a request another

@@ -600,6 +600,34 @@ func TestCountDeniedStoreFails(t *testing.T) {
 	}
 }
 
+// TestCountDeniedPartialCount: with CountDenied, a denied request is
+// counted in its local rules first; when the shared store then fails to
+// count it, the local count stays, and the rules are decided on the counts
+// as they stand: the RetryAfter is the moment every rule admits the retry.
+// It was the shared rule's 1 s, while the local rule, counted to its limit,
+// refused the retry for most of a minute.
+func TestCountDeniedPartialCount(t *testing.T) {
+	rules := []Rule{rule("second", 1, time.Second), {Rule: window.Rule{Name: "burst", Limit: 2, Period: time.Minute}, Local: true}}
+	s := &failingAdds{Conditional: memstore.New()}
+	l := New(Options{Store: s, CountDenied: true})
+	at := t0.Add(10 * time.Second)
+	check(t, l, at, "k", 1, rules...)
+	s.fail = errors.New("boom")
+	at = at.Add(100 * time.Millisecond)
+	res, err := l.Check(context.Background(), at, "k", rules, 1)
+	if !errors.Is(err, ErrUncounted) || res.Allowed {
+		t.Fatalf("got %+v, %v; want a denial and ErrUncounted", res.Decision, err)
+	}
+	s.fail = nil
+	var peek Result
+	if err := l.PeekInto(context.Background(), at.Add(res.RetryAfter-time.Nanosecond), "k", rules, 1, &peek); err != nil || peek.Allowed {
+		t.Errorf("RetryAfter %v: 1 ns earlier allowed %t (%v), want denied", res.RetryAfter, peek.Allowed, err)
+	}
+	if retry := check(t, l, at.Add(res.RetryAfter), "k", 1, rules...); !retry.Allowed {
+		t.Errorf("RetryAfter %v: the retry then denied by %q, want admitted", res.RetryAfter, retry.Rule)
+	}
+}
+
 // lagging is a conditional store (no Updater: the limiter takes Load then
 // AddIf, as on DynamoDB) where, between each Load and AddIf, other writers
 // add prevLag to the bucket before now's (a clock a little behind, just
