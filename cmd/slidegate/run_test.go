@@ -128,6 +128,8 @@ func TestUsageErrors(t *testing.T) {
 		{"serve", "--max-identities", "many"},
 		{"serve", "--origin-timeout", "-1s"},
 		{"serve", "--origin-timeout", "10"},
+		{"serve", "--client-timeout", "-1s"},
+		{"serve", "--client-timeout", "10"},
 		// Empty values, as an unset variable gives them ("$CONFIG").
 		{"serve", "--config", "", "--listen", "127.0.0.1:0"},
 		{"serve", "--config=", "--listen", "127.0.0.1:0"},
