@@ -10,9 +10,11 @@ import (
 	"net/textproto"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/internal/jsonlog"
@@ -115,6 +117,9 @@ type Handler struct {
 	defPlan *plan
 	keys    map[string]keyEntry // sha256 hex → plan and identity
 	costs   []config.Cost
+	// methods are what cost prices a method as: the methods the costs
+	// name, then HEAD (a GET route's), then notNamed.
+	methods []string
 
 	checkToken bool     // false: the check API is open
 	checkSum   [32]byte // SHA-256 of check_token, hashed once at New
@@ -178,6 +183,7 @@ func New(o Options) (*Handler, error) {
 		plans:       make(map[string]*plan, len(cfg.Plans)),
 		keys:        make(map[string]keyEntry, len(cfg.APIKeys)),
 		costs:       cfg.Costs,
+		methods:     routeMethods(cfg.Costs),
 		checkToken:  cfg.CheckToken != "",
 		checkSum:    sha256.Sum256([]byte(cfg.CheckToken)),
 	}
@@ -560,60 +566,166 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 // or 1. The path is cleaned first so that "//v1/search" or
 // "/v1/x/../search" pay what "/v1/search" pays, and "//v1/items/" what
 // "/v1/items/" pays. HEAD matches a GET route: it is a GET without the
-// body, and as costly to the origin. A request that names another method
-// in a method-override header (which origins such as Express's
-// method-override and Google's APIs serve instead of the request line's)
-// or in a _method query parameter (Symfony, Laravel) pays the higher of
-// the two methods' costs: a GET priced at 1 must not be served as a POST
-// priced at 5. A _method field of a form body is not read.
+// body, and as costly to the origin.
+//
+// A request pays the highest cost of the ways an origin may serve it:
+//   - its method upper-cased, as Django, Werkzeug and Symfony read it
+//     ("post" is a POST);
+//   - a method named in a method-override header (which origins such as
+//     Express's method-override and Google's APIs serve instead of the
+//     request line's) or in a _method query parameter (Symfony, Laravel):
+//     a GET priced at 1 must not be served as a POST priced at 5. A
+//     _method field of a form body is not read;
+//   - an encoded slash kept inside its segment, as Go's ServeMux and
+//     Express route "/v1/items/..%2F42" (on /v1/items/), besides the
+//     decoded path ("/v1/42").
+//
+// The work does not grow with the routes times the names a client
+// repeats: each name is matched against the few methods the routes name,
+// and each method found is priced once.
 func (h *Handler) cost(r *http.Request) int64 {
 	if len(h.costs) == 0 {
 		return 1
 	}
-	p := cleanPath(r.URL.Path)
-	c := h.routeCost(p, r.Method)
-	other := func(vs []string) {
-		for _, v := range vs {
+	var buf [16]bool
+	seen := buf[:]
+	if len(h.methods) > len(buf) {
+		seen = make([]bool, len(h.methods))
+	}
+	h.noteMethod(seen, r.Method)
+	for _, k := range overrideHeaders {
+		for _, v := range r.Header[k] {
 			for m := range strings.SplitSeq(v, ",") {
-				if m = strings.ToUpper(textproto.TrimString(m)); m != "" && m != r.Method {
-					c = max(c, h.routeCost(p, m))
-				}
+				h.noteMethod(seen, textproto.TrimString(m))
 			}
 		}
 	}
-	for _, k := range overrideHeaders {
-		other(r.Header[k])
-	}
 	if q := r.URL.RawQuery; strings.Contains(q, "method") || strings.Contains(q, "%") {
-		// Symfony and Laravel serve POST ?_method=DELETE as a DELETE.
-		other(methodParams(q))
+		methodParams(q, func(v string) {
+			for m := range strings.SplitSeq(v, ",") {
+				h.noteMethod(seen, textproto.TrimString(m))
+			}
+		})
+	}
+	paths := [2]string{cleanPath(r.URL.Path)}
+	n := 1
+	if raw := r.URL.RawPath; strings.Contains(raw, "%2F") || strings.Contains(raw, "%2f") {
+		if alt := cleanPath(slashesKept(raw)); alt != paths[0] {
+			paths[1], n = alt, 2
+		}
+	}
+	c := int64(1)
+	for _, p := range paths[:n] {
+		for i, m := range h.methods {
+			if seen[i] {
+				c = max(c, h.routeCost(p, m))
+			}
+		}
 	}
 	return c
 }
 
-// methodParams returns the values of the query's _method parameters, with
-// their names read as the frameworks that serve them read names: decoded
-// ("%5Fmethod", "_%6Dethod"), and, as PHP does, without leading spaces, up
-// to a NUL, and with a first "." or " " as "_" (PHP drops a name that
-// starts with "[").
-func methodParams(query string) []string {
-	var vs []string
+// notNamed prices a method no route names: only the routes of every method
+// match it. No request's method is empty.
+const notNamed = ""
+
+// routeMethods returns the methods the routes name, then HEAD and notNamed.
+func routeMethods(costs []config.Cost) []string {
+	var ms []string
+	for _, c := range costs {
+		if c.Method != "" && c.Method != http.MethodHead && !slices.Contains(ms, c.Method) {
+			ms = append(ms, c.Method)
+		}
+	}
+	return append(ms, http.MethodHead, notNamed)
+}
+
+// noteMethod marks in seen the method of h.methods that m is, upper-cased
+// rune by rune as strings.ToUpper does ("poſt" is POST), or notNamed.
+func (h *Handler) noteMethod(seen []bool, m string) {
+	if m == "" {
+		return
+	}
+	last := len(h.methods) - 1
+	for i, rm := range h.methods[:last] {
+		if upperIs(m, rm) {
+			seen[i] = true
+			return
+		}
+	}
+	seen[last] = true
+}
+
+// upperIs reports whether s upper-cased is the upper-case ASCII word w.
+func upperIs(s, w string) bool {
+	for _, r := range s {
+		if w == "" || unicode.ToUpper(r) != rune(w[0]) {
+			return false
+		}
+		w = w[1:]
+	}
+	return w == ""
+}
+
+// slashesKept returns an escaped path decoded but for its encoded slashes,
+// which stay inside their segments.
+func slashesKept(raw string) string {
+	b := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		if c := raw[i]; c == '%' && i+2 < len(raw) && ishex(raw[i+1]) && ishex(raw[i+2]) {
+			if d := unhex(raw[i+1])<<4 | unhex(raw[i+2]); d != '/' {
+				b = append(b, d)
+				i += 2
+				continue
+			}
+		}
+		b = append(b, raw[i])
+	}
+	return string(b)
+}
+
+// methodParams calls yield with the value of each of the query's _method
+// parameters, their names read as the frameworks that serve them read
+// names: decoded ("%5Fmethod", "_%6Dethod"), and, as PHP does, without
+// leading spaces, up to a NUL, and with a first "." or " " as "_" (PHP
+// drops a name that starts with "["). Names are read without a copy.
+func methodParams(query string, yield func(string)) {
 	for pair := range strings.SplitSeq(query, "&") {
 		k, v, _ := strings.Cut(pair, "=")
-		if !strings.Contains(k, "method") && !strings.Contains(k, "%") {
-			continue
+		if (strings.Contains(k, "method") || strings.Contains(k, "%")) && methodName(k) {
+			yield(unescapeLoose(v))
 		}
-		name := unescapeLoose(k)
-		name = strings.TrimLeft(name, " ")
-		if i := strings.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
-		}
-		if len(name) != len("_method") || name[1:] != "method" || !strings.ContainsRune("_. ", rune(name[0])) {
-			continue
-		}
-		vs = append(vs, unescapeLoose(v))
 	}
-	return vs
+}
+
+// methodName reports whether the query name k, decoded as unescapeLoose
+// decodes it, is a _method name by methodParams' rules.
+func methodName(k string) bool {
+	const word = "method"
+	n := 0 // bytes of the name matched, after its leading spaces
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		switch {
+		case c == '+':
+			c = ' '
+		case c == '%' && i+2 < len(k) && ishex(k[i+1]) && ishex(k[i+2]):
+			c = unhex(k[i+1])<<4 | unhex(k[i+2])
+			i += 2
+		}
+		switch {
+		case c == 0:
+			return n == 1+len(word)
+		case n == 0 && c == ' ':
+			// a leading space: PHP drops it
+		case n == 0 && (c == '_' || c == '.'):
+			n++
+		case n == 0 || n > len(word) || c != word[n-1]:
+			return false
+		default:
+			n++
+		}
+	}
+	return n == 1+len(word)
 }
 
 // unescapeLoose decodes a query component as PHP's urldecode does: "+" is a

@@ -1,21 +1,38 @@
 package httpapi
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
 
-// FuzzMethodParams: methodParams never panics, whatever the query.
+// FuzzMethodParams holds methodParams, which reads names without a copy,
+// to its rules done on decoded copies: each name decoded (unescapeLoose),
+// without leading spaces, up to a NUL, "_method" with "." or " " allowed
+// for its "_".
 func FuzzMethodParams(f *testing.F) {
 	for _, s := range []string{
 		"_method=POST", "%5Fmethod=P%4FST", "+_method=x", "_method%00=POST", "%", "%%", "=", "&&",
-		"_method", "%20%20.method=DELETE&a=%zz", "\x00method=1", "_method%00%zz=DELETE",
+		"_method", "%20%20.method=DELETE&a=%zz", "\x00method=1", "_method%00%zz=DELETE", "%20_method=1", "[method=1",
+		"_methods=1", "_metho=1", "_method%2=1", "%00_method=1", "+%20+.method=1&_method=2",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
-		for _, v := range methodParams(q) {
-			_ = strings.ToUpper(v)
+		var got, want []string
+		methodParams(q, func(v string) { got = append(got, v) })
+		for pair := range strings.SplitSeq(q, "&") {
+			k, v, _ := strings.Cut(pair, "=")
+			name := strings.TrimLeft(unescapeLoose(k), " ")
+			if i := strings.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if len(name) == len("_method") && name[1:] == "method" && strings.ContainsRune("_. ", rune(name[0])) {
+				want = append(want, unescapeLoose(v))
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("methodParams(%q) = %q, want %q", q, got, want)
 		}
 	})
 }
