@@ -35,9 +35,10 @@
 // sweep (every 10 s, on any request) restarts a flush that stopped with
 // counts unwritten (after three failed writes, or out of time). The sweep
 // also takes over the writes other requests run (up to maxAdopt counters),
-// which then linger for new counts: a request keeps its Go instance alive
-// while it runs writes, and left with each client's own requests they kept
-// one instance alive per busy client. Counts of a
+// which then linger for new counts and follow each counter into its next
+// bucket when that starts: a request keeps its Go instance alive while it
+// runs writes, and left with each client's own requests they kept one
+// instance alive per busy client. Counts of a
 // stopped flush reach KV only if the isolate serves another request before
 // it is evicted. Strict global limits need the DynamoDB store (or a Durable
 // Object).

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
@@ -59,6 +61,24 @@ func SlotPrefix(id string, s kvstore.Slot) string {
 	b = strconv.AppendInt(b, s.Bucket, 10)
 	b = append(b, ':')
 	return string(b)
+}
+
+// nextKey returns, for an isolate's key of a slot (SlotPrefix and the
+// isolate id), the key of the same counter in the bucket after it, when
+// that bucket starts (Unix ms) and the bucket length (ms); ok is false for
+// a key of another form.
+func nextKey(key string) (next string, start, length int64, ok bool) {
+	f := strings.Split(key, ":")
+	if len(f) != 6 || f[0]+":" != KeyPrefix {
+		return "", 0, 0, false
+	}
+	length, err1 := strconv.ParseInt(f[3], 10, 64)
+	bucket, err2 := strconv.ParseInt(f[4], 10, 64)
+	if err1 != nil || err2 != nil || length <= 0 || bucket < 0 || bucket > math.MaxInt64/length-3 {
+		return "", 0, 0, false
+	}
+	f[4] = strconv.FormatInt(bucket+1, 10)
+	return strings.Join(f, ":"), (bucket + 1) * length, length, true
 }
 
 // ttl returns the expirationTtl of a slot's key written at now: until

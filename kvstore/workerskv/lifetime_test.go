@@ -85,41 +85,61 @@ func TestSteadyLoadOutlivesARequest(t *testing.T) {
 // writes ran in a request of that client until they caught up, then in its
 // next one: 20 requests alive with none in flight, one per busy client. The
 // isolate's sweep gathers them in the request that swept, where they linger
-// for the next counts. Every count still reaches KV, and no key is written
-// twice in a second.
+// for the next counts, and follow each counter into its next bucket: a
+// bucket's end made every client's counter a new one, whose writes went
+// back to the client's own requests until the next sweep (20 instances for
+// up to 10 s of every minute). Every count still reaches KV, and no key is
+// written twice in a second.
 func TestBusyClientsShareAWriter(t *testing.T) {
 	const clients, tick = 20, 25 * time.Millisecond
-	s := newSim(t0)
-	kv := newFakeKV(s.Now, 0)
-	g := NewMemGlobals("iso-a")
-	sl := minute(t0)
-	ctx := context.Background()
-	most := 0
-	for i := range 40 * time.Second / tick { // within the minute's bucket
-		if c := int(i % (500 * time.Millisecond / tick)); c < clients {
-			if err := s.request(t, kv, g, requestLife).Add(ctx, fmt.Sprint("client-", c), []kvstore.Slot{sl}, []int64{1}); err != nil {
-				t.Fatal(err)
+	tests := []struct {
+		name string
+		run  time.Duration // from t0, 50 s before the minute's end
+	}{
+		{"within a bucket", 40 * time.Second},
+		{"across a bucket's end", 80 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSim(t0)
+			kv := newFakeKV(s.Now, 0)
+			g := NewMemGlobals("iso-a")
+			ctx := context.Background()
+			type counter struct {
+				client int
+				sl     kvstore.Slot
 			}
-		}
-		s.advance(tick)
-		if i*tick >= 15*time.Second { // after the first sweeps
-			most = max(most, s.live())
-		}
-	}
-	s.drain(t)
-	if most > 2 {
-		t.Errorf("up to %d requests alive for their background work, want at most 2 for %d busy clients", most, clients)
-	}
-	for c := range clients {
-		if got, want := written(kv, fmt.Sprint("client-", c), sl, "iso-a"), int64(80); got != want {
-			t.Errorf("client %d: KV holds %d, want %d", c, got, want)
-		}
-	}
-	if n := maxPutsPerSecond(kv.putLog()); n != 1 {
-		t.Errorf("most writes of one key within a second = %d, want 1", n)
-	}
-	if s.dropped != 0 {
-		t.Errorf("%d tasks scheduled past their request's end", s.dropped)
+			counted := map[counter]int64{}
+			most := 0
+			for i := range tt.run / tick {
+				if c := int(i % (500 * time.Millisecond / tick)); c < clients {
+					sl := minute(s.Now())
+					if err := s.request(t, kv, g, requestLife).Add(ctx, fmt.Sprint("client-", c), []kvstore.Slot{sl}, []int64{1}); err != nil {
+						t.Fatal(err)
+					}
+					counted[counter{c, sl}]++
+				}
+				s.advance(tick)
+				if i*tick >= 15*time.Second { // after the first sweeps
+					most = max(most, s.live())
+				}
+			}
+			s.drain(t)
+			if most > 2 {
+				t.Errorf("up to %d requests alive for their background work, want at most 2 for %d busy clients", most, clients)
+			}
+			for k, n := range counted {
+				if got := written(kv, fmt.Sprint("client-", k.client), k.sl, "iso-a"); got != n {
+					t.Errorf("client %d, bucket %d: KV holds %d, want %d", k.client, k.sl.Bucket, got, n)
+				}
+			}
+			if n := maxPutsPerSecond(kv.putLog()); n != 1 {
+				t.Errorf("most writes of one key within a second = %d, want 1", n)
+			}
+			if s.dropped != 0 {
+				t.Errorf("%d tasks scheduled past their request's end", s.dropped)
+			}
+		})
 	}
 }
 

@@ -57,7 +57,9 @@ const (
 	// maxAdopt bounds the counters one sweep takes on, so that the request
 	// stays within Cloudflare's 1,000 KV operations per invocation even
 	// when it writes each of them, and its own plan's (up to 8), once a
-	// second for its whole flushBudget: (30+8)×24 writes and its lists.
+	// second for its whole flushBudget: (30+8)×24 writes, one more for each
+	// counter followed into its next bucket (the last write of the bucket
+	// before), and its lists.
 	maxAdopt = 30
 	// lingerPolls is how many times in a row the adopted writes of a
 	// counter look for new counts, FlushInterval apart, and find none
@@ -379,16 +381,26 @@ func (s *Store) adopt(keys []string, ms int64) {
 // nothing to write, of writes that linger (adopted by a sweep); -1: they
 // end as soon as everything is written.
 func (s *Store) flush(ctx context.Context, key string, owner int64, failures, idle int) {
+	// Lingering writes follow their counter into its next bucket when that
+	// starts (of buckets longer than their flushBudget: once at most), so
+	// that the client's first counts there find their writes run. They
+	// went back to the client's own requests until the next sweep, one
+	// instance alive per busy client for up to 10 s of every minute.
+	next, begin, length, follows := nextKey(key)
+	follows = follows && idle >= 0 && length >= flushBudget
 	for {
 		var total, wait, at int64
 		var expires time.Time
-		put := false
+		put, followed := false, false
 		s.g.Update(func(c Cells) {
 			cell, ok := c.Get(key)
 			if !ok || cell.Owner != owner { // swept, or handed off
 				return
 			}
 			ms := s.now().UnixMilli()
+			if follows && ms >= begin && ms+s.flushMs-owner <= flushBudget {
+				followed = follow(c, next, begin+2*length, owner, ms)
+			}
 			wait = max(cell.At+s.flushMs-ms, 0)
 			switch {
 			case cell.N == cell.Flushed && idle >= 0 && idle < lingerPolls && ms+s.flushMs-owner <= flushBudget:
@@ -403,8 +415,14 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 				total, put, expires, at = cell.N, true, time.UnixMilli(cell.Expires), ms
 				cell.At, cell.Busy = ms, ms
 			}
+			if follows && wait > 0 && ms < begin && begin < ms+wait {
+				wait = begin - ms // look again as the next bucket starts
+			}
 			c.Set(key, cell)
 		})
+		if followed {
+			s.later(0, func(ctx context.Context) { s.flush(ctx, next, owner, 0, 0) })
+		}
 		if wait > 0 {
 			s.later(time.Duration(wait)*time.Millisecond, func(ctx context.Context) { s.flush(ctx, key, owner, failures, idle) })
 			return
@@ -417,6 +435,25 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 			idle = 0
 		}
 	}
+}
+
+// follow makes the request that started at owner run the writes of the
+// counter key, of a bucket that has just started, as it runs those of the
+// bucket before, creating it (expiring at expires) when the client has not
+// counted there yet. It reports whether the caller is to start them: not
+// when a request runs them already (this one, a newer sweep's, the
+// client's own) or a write of the counter is in flight.
+func follow(c Cells, key string, expires, owner, ms int64) bool {
+	cell, ok := c.Get(key)
+	switch {
+	case !ok:
+		cell.Expires = expires
+	case cell.Owner != 0, cell.Busy != 0 && ms-cell.Busy < staleBusy && ms >= cell.Busy:
+		return false
+	}
+	cell.Owner = owner
+	c.Set(key, cell)
+	return true
 }
 
 // write puts a counter's total, started at (Unix ms), records it as
@@ -477,9 +514,12 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 
 // adoptable reports whether the sweep of a request at ms takes over the
 // writes of a counter: it has counts to write, or its writes linger in
-// another request, and no write of it is in flight.
+// another request, and no write of it is in flight. A counter that has
+// never counted (made by follow for a client's first counts in a bucket
+// that has just started) stays where it is: at a bucket's end, taken with
+// the counters of the bucket before, they went past maxAdopt.
 func adoptable(c Cell, ms int64) bool {
-	return (c.N != c.Flushed || c.Owner != 0) && c.Owner != ms &&
+	return (c.N != c.Flushed || c.Owner != 0 && c.N != 0) && c.Owner != ms &&
 		(c.Busy == 0 || ms-c.Busy >= staleBusy || ms < c.Busy)
 }
 
