@@ -641,7 +641,12 @@ func TestCosts(t *testing.T) {
 
 // TestCostRoutes: a path is cleaned as RFC 3986 removes dot segments, so a
 // trailing slash survives and no spelling of a route escapes its cost; HEAD
-// pays what GET pays.
+// pays what GET pays. A method pays upper-cased, as Django, Werkzeug and
+// Symfony serve it ("post /v1/items/" paid 1, the cost of a method no
+// route names). A dot segment made by an encoded slash pays the route an
+// origin that keeps %2F inside its segment serves it on: Go's ServeMux
+// and Express serve "/v1/items/..%2F42" on /v1/items/{id}, which was
+// priced decoded, as /v1/42.
 func TestCostRoutes(t *testing.T) {
 	cfg := testConfig(t, func(m map[string]any) {
 		m["costs"] = []any{
@@ -675,6 +680,17 @@ func TestCostRoutes(t *testing.T) {
 		{"POST", "/v1/export", 1},
 		{"HEAD", "/v1/probe", 2},
 		{"GET", "/v1/probe", 1}, // HEAD routes do not match GET
+		{"post", "/v1/items/", 3},
+		{"Post", "/v1/items/", 3},
+		{"get", "/v1/export", 2},
+		{"head", "/v1/export", 2},
+		{"post", "/v1/export", 1},
+		{"delete", "/v1/items/", 1},
+		{"POST", "/v1/items%2F42", 3}, // /v1/items/42 to an origin that decodes first
+		{"POST", "/v1/items/..%2F42", 3},
+		{"POST", "/v1/items/..%2f..%2fsearch", 3},
+		{"POST", "/v1/items/%2e%2e%2F42", 3},
+		{"POST", "/v1/items/../42", 1}, // a dot segment to every origin
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
