@@ -125,13 +125,7 @@ func TestEvictsTheLeastRate(t *testing.T) {
 	}
 	s := NewLimited(2 * shardCount)
 	// Two identities in one shard, so that a third there must evict.
-	var ids []string
-	sh0, _ := s.shard("x")
-	for i := 0; len(ids) < 3; i++ {
-		if id := fmt.Sprint("id-", i); func() bool { sh, _ := s.shard(id); return sh == sh0 }() {
-			ids = append(ids, id)
-		}
-	}
+	ids := sameShard(s, 3)
 	exhausted, busy, newcomer := ids[0], ids[1], ids[2]
 	if err := s.Add(ctx, exhausted, []kvstore.Slot{minuteSlot(t0), day(t0)}, []int64{60, 60}); err != nil {
 		t.Fatal(err)

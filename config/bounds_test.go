@@ -1,0 +1,84 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRangeBounds: the documented ranges include their ends. Each value
+// at a bound parses; one step past it is an error naming the field.
+func TestRangeBounds(t *testing.T) {
+	name64, name65 := strings.Repeat("n", 64), strings.Repeat("n", 65)
+	for _, tc := range []struct {
+		name  string
+		doc   string
+		field string // "" means valid
+		kind  error
+	}{
+		{"ipv6_prefix 128", `{"identity": {"ipv6_prefix": 128}}`, "", nil},
+		{"ipv6_prefix 129", `{"identity": {"ipv6_prefix": 129}}`, "identity.ipv6_prefix", ErrRange},
+		{"ipv6_prefix 1", `{"identity": {"ipv6_prefix": 1}}`, "", nil},
+		{"limit name of 64 characters", `{"ip_limits": [{"name": "` + name64 + `", "limit": 5, "window": "1s"}]}`, "", nil},
+		{"limit name of 65 characters", `{"ip_limits": [{"name": "` + name65 + `", "limit": 5, "window": "1s"}]}`, "ip_limits[0].name", ErrName},
+		{"plan name of 64 characters", `{"default_plan": "` + name64 + `", "plans": {"` + name64 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "", nil},
+		{"plan name of 65 characters", `{"default_plan": "` + name65 + `", "plans": {"` + name65 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "plans", ErrName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Parse: %v; want it valid", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, tc.kind) {
+				t.Fatalf("Parse error %v; want a %v naming %s", err, tc.kind, tc.field)
+			}
+		})
+	}
+}
+
+// TestLongestWindowCountsIPLimits: the longest window, which the DynamoDB
+// store keeps an identity's item for, includes ip_limits: an ip_limit of a
+// week beside plans of a day must keep its counters for the week.
+func TestLongestWindowCountsIPLimits(t *testing.T) {
+	c, err := Parse([]byte(`{"ip_limits": [{"name": "ip-week", "limit": 5000, "window": "168h"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.LongestWindow(), 168*time.Hour; got != want {
+		t.Fatalf("LongestWindow = %s; want %s (the ip_limit's)", got, want)
+	}
+}
+
+// TestAPIKeyHashIsHex: an api_keys entry must be a lower-case hex SHA-256.
+// One of 64 characters with letters past f can never match a key's hash:
+// its clients would get the default plan, so it is an error at startup.
+func TestAPIKeyHashIsHex(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		key  string
+		ok   bool
+	}{
+		{"hex", strings.Repeat("0123456789abcdef", 4), true},
+		{"a g among hex", "g" + strings.Repeat("0", 63), false},
+		{"a z among hex", strings.Repeat("0", 63) + "z", false},
+		{"upper-case hex", strings.Repeat("ABCDEF0123456789", 4), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(`{"api_keys": {"` + tc.key + `": "pro"}}`))
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("Parse: %v; want it valid", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrKeyHash) {
+				t.Fatalf("Parse error %v; want %v", err, ErrKeyHash)
+			}
+		})
+	}
+}

@@ -1,0 +1,74 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+)
+
+// TestEvictionTieGoesToTheOldest: of two identities that count the same
+// per unit of time, a full shard evicts the one whose counters are older
+// (last counted a minute ago), not the one counting now.
+func TestEvictionTieGoesToTheOldest(t *testing.T) {
+	ctx := context.Background()
+	s := NewLimited(2 * shardCount)
+	ids := sameShard(s, 3)
+	older, recent, newcomer := ids[0], ids[1], ids[2]
+	for _, w := range []struct {
+		id string
+		sl kvstore.Slot
+	}{
+		{older, minuteSlot(t0.Add(-time.Minute))},
+		{recent, minuteSlot(t0)},
+		{newcomer, minuteSlot(t0)},
+	} {
+		if err := s.Add(ctx, w.id, []kvstore.Slot{w.sl}, []int64{3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectLoad(t, s, older, minuteSlot(t0.Add(-time.Minute)), 0)
+	expectLoad(t, s, recent, minuteSlot(t0), 3)
+	expectLoad(t, s, newcomer, minuteSlot(t0), 3)
+}
+
+// TestTakingBackFromAnUnknownIdentityEvictsNothing: a refund for an
+// identity a full store no longer holds (expired, or evicted) does
+// nothing: it neither brings the identity back nor evicts another, whose
+// counts would be lost.
+func TestTakingBackFromAnUnknownIdentityEvictsNothing(t *testing.T) {
+	ctx := context.Background()
+	s := NewLimited(2 * shardCount)
+	ids := sameShard(s, 3)
+	held, gone := ids[:2], ids[2]
+	for _, id := range held {
+		if err := s.Add(ctx, id, []kvstore.Slot{minuteSlot(t0)}, []int64{5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Add(ctx, gone, []kvstore.Slot{minuteSlot(t0)}, []int64{-1}); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.Evicted(); n != 0 {
+		t.Errorf("Evicted = %d after taking back from an identity not held; want 0", n)
+	}
+	for _, id := range held {
+		expectLoad(t, s, id, minuteSlot(t0), 5)
+	}
+	expectLoad(t, s, gone, minuteSlot(t0), 0)
+}
+
+// sameShard returns n identities that s keeps in one shard, so that a
+// shard's bound is reached with few of them.
+func sameShard(s *Store, n int) []string {
+	var ids []string
+	sh0, _ := s.shard("x")
+	for i := 0; len(ids) < n; i++ {
+		if id := fmt.Sprint("id-", i); func() bool { sh, _ := s.shard(id); return sh == sh0 }() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
