@@ -32,15 +32,15 @@
 // after the request's response. A counter's writes therefore belong to one
 // request at a time, its Owner: they stop 25 s after it started, a request
 // that counts takes them over once the owner is 20 s old, and the isolate's
-// sweep (every 10 s, on any request) restarts a flush that stopped with
-// counts unwritten (after three failed writes, or out of time). The sweep
-// also takes over the writes other requests run (up to maxAdopt counters),
-// which then linger for new counts and follow each counter into its next
-// bucket when that starts: a request keeps its Go instance alive while it
-// runs writes, and left with each client's own requests they kept one
-// instance alive per busy client. Counts of a
-// stopped flush reach KV only if the isolate serves another request before
-// it is evicted. Strict global limits need the DynamoDB store (or a Durable
+// sweep (every 10 s, on any request; every second while more than maxAdopt
+// wait) restarts a flush that stopped with counts unwritten (after three
+// failed writes, or out of time). The sweep also takes over the writes
+// other requests run (up to maxAdopt counters), which then linger for new
+// counts and follow each counter into its next bucket when that starts: a
+// request keeps its Go instance alive while it runs writes, and left with
+// each client's own requests they kept one instance alive per busy client.
+// Counts of a stopped flush reach KV only if the isolate serves another
+// request before it is evicted. Strict global limits need the DynamoDB store (or a Durable
 // Object).
 //
 // Local is the local-scope counter store for limiter.Options.Local: a

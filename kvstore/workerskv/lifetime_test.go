@@ -271,3 +271,48 @@ func TestSweepRestartsWritesBesideLocalRules(t *testing.T) {
 		t.Errorf("KV holds %d for the quiet client after 30 s of other traffic, want its 1", got)
 	}
 }
+
+// TestSweepRestartsEveryStoppedFlush: Workers KV refuses every write while
+// 300 clients of one isolate count once each, 10 s before their minute
+// ends, and send nothing more: each flush stops after three failed writes.
+// KV recovers, and another client keeps the isolate busy with a request a
+// second. Every stopped count must reach KV before its counter expires
+// (the end of the next minute). A sweep takes on at most maxAdopt
+// counters, and one every 10 s restarted 30 stopped flushes: 210 of the
+// 300 in the 70 s left, the rest lost though the isolate served requests
+// all along.
+func TestSweepRestartsEveryStoppedFlush(t *testing.T) {
+	const quiet = 300
+	start := t0.Add(40 * time.Second) // 12:00:50
+	s := newSim(start)
+	kv := newFakeKV(s.Now, 0)
+	kv.failPuts = quiet * maxPutFailures
+	g := NewMemGlobals("iso-a")
+	ctx := context.Background()
+	sl := minute(start)
+	for c := range quiet {
+		if err := s.request(t, kv, g, requestLife).Add(ctx, fmt.Sprint("quiet-", c), []kvstore.Slot{sl}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := sl.Expires()
+	for s.Now().Before(end) {
+		s.advance(time.Second)
+		if err := s.request(t, kv, g, requestLife).Add(ctx, "busy", []kvstore.Slot{minute(s.Now())}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.drain(t)
+	lost := 0
+	for c := range quiet {
+		if written(kv, fmt.Sprint("quiet-", c), sl, "iso-a") != 1 {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d stopped counts never reached KV before they expired", lost, quiet)
+	}
+	if n := maxPutsPerSecond(kv.putLog()); n != 1 {
+		t.Errorf("most writes of one key within a second = %d, want 1", n)
+	}
+}

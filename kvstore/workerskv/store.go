@@ -482,8 +482,9 @@ func (s *Store) write(ctx context.Context, key string, total int64, expires time
 	return failures
 }
 
-// sweep drops expired cells every sweepEvery, and at once when the clock
-// went backwards. It returns the counters of this isolate whose writes it
+// sweep drops expired cells every sweepEvery (FlushInterval while more than
+// maxAdopt stopped flushes wait), and at once when the clock went
+// backwards. It returns the counters of this isolate whose writes it
 // has made the calling request at ms run (adopt): first those a flush
 // stopped before writing everything (after failed writes, or at the end of
 // its request's time), then, up to maxAdopt in all, those whose writes
@@ -502,6 +503,13 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 			owned = append(owned, key)
 		}
 	})
+	if len(stopped) > maxAdopt {
+		// The next request sweeps again a second from now, with KV
+		// operations of its own, for the stopped flushes left behind: one
+		// sweep every 10 s restarted 30, and after an outage of KV the
+		// counts of quiet clients expired before their turn.
+		c.Set(sweepKey, Cell{At: ms - sweepEvery + s.flushMs, Expires: math.MaxInt64})
+	}
 	adopted := append(stopped, owned...)
 	adopted = adopted[:min(len(adopted), maxAdopt)]
 	for _, key := range adopted {
