@@ -104,3 +104,24 @@ func TestRefundAfterClockCorrectionKeepsCurrentCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestNoDenialRememberedFromBeforeACorrection: a check decided in the time
+// the clock ran ahead may reach remember after the correction emptied the
+// cache (it passed its own checks before): remember refuses it under the
+// shard's lock, where clear takes it too.
+func TestNoDenialRememberedFromBeforeACorrection(t *testing.T) {
+	c := newDenyCache(0)
+	rules := []Rule{rule("day", 1, 24*time.Hour)}
+	ahead := t0.Add(10 * time.Minute)
+	c.corrected(ahead.UnixNano())
+	for _, at := range []time.Time{ahead.Add(-time.Minute), ahead} {
+		c.remember("k", at, rules, []int64{0}, []int64{1}, c.generation("k"))
+		if n := c.size.Load(); n != 0 {
+			t.Fatalf("a denial decided at %s, before the correction from %s, was remembered", at.Format(time.TimeOnly), ahead.Format(time.TimeOnly))
+		}
+	}
+	c.remember("k", ahead.Add(time.Millisecond), rules, []int64{0}, []int64{1}, c.generation("k"))
+	if n := c.size.Load(); n != 1 {
+		t.Errorf("a denial decided past the time the clock had reached was not remembered (%d held)", n)
+	}
+}

@@ -28,6 +28,11 @@ type denyCache struct {
 	// came in between (the denial may have been decided on the cost taken
 	// back, and forget ran before it was remembered).
 	refunds [refundStamps]atomic.Uint64
+	// ahead is the newest time seen before the last correction of the
+	// clock (Unix nanoseconds): until checks reach it again, a bucket
+	// after a remembered one may hold counts, and no denial decided at
+	// or before it is remembered.
+	ahead atomic.Int64
 }
 
 // refundStamps is the number of refund counters: identities share one by
@@ -125,14 +130,9 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, o
 		}
 		d := &out[i]
 		r.DecideInto(d, now, prev, cur, cost)
-		if d.Allowed {
-			// The request is denied and not counted: a rule that admits
-			// it reports the state without it, as the store's answer
-			// does (uncount).
-			d.Used -= cost
-			d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
-			d.ResetAfter = r.Wait(now, prev, cur, 0)
-		}
+		// The request is denied and not counted: a rule that admits it
+		// reports the state without it, as the store's answer does.
+		unadmit(d, now, r.Rule, cost, prev, cur)
 	}
 	sh.mu.Unlock()
 	dec := window.Combine(out)
@@ -217,12 +217,12 @@ func (d *denial) matches(rules []Rule) bool {
 }
 
 // shares reports whether d counts on a counter of rules: a rule of the
-// same name and period (its limit may differ).
+// same name, period and scope (its limit may differ).
 func (d *denial) shares(rules []Rule) bool {
 	for i := range d.n {
 		s := &d.rules[i]
 		for _, r := range rules {
-			if s.name == r.Name && s.period == r.Period {
+			if s.name == r.Name && s.period == r.Period && s.local == r.Local {
 				return true
 			}
 		}
@@ -244,9 +244,10 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur [
 	sh := c.shard(id)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if c.generation(id) != gen {
-		// Checked under the lock that forget's drop takes after its
-		// count: either forget sees this denial, or this sees its count.
+	if c.generation(id) != gen || now.UnixNano() <= c.ahead.Load() {
+		// Checked under the locks that forget's drop takes after its
+		// count and corrected's clear after its time: either they see
+		// this denial, or this sees their count or time.
 		return
 	}
 	d := sh.find(id, rules)
@@ -282,6 +283,15 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur [
 }
 
 // clear drops every denial.
+// corrected records a correction of the clock from last, the newest time
+// seen before it, and drops every denial: they were decided in the time the
+// clock ran ahead.
+func (c *denyCache) corrected(last int64) {
+	for a := c.ahead.Load(); last > a && !c.ahead.CompareAndSwap(a, last); a = c.ahead.Load() {
+	}
+	c.clear()
+}
+
 func (c *denyCache) clear() {
 	for i := range c.shards {
 		sh := &c.shards[i]

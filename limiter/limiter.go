@@ -53,8 +53,10 @@ var (
 	ErrRule       = errors.New("limiter: rule needs a positive limit and period")
 	ErrContention = errors.New("limiter: counters kept changing under the conditional write")
 	// ErrUncounted comes with a valid denial: with CountDenied, a request
-	// the counters denied whose cost the store then failed to count. The
-	// request is denied all the same; only the punitive count is missing.
+	// the counters denied whose cost a store then failed to count. The
+	// request is denied all the same; the punitive count is missing from
+	// the failed scope's rules (local or shared), whose decisions report
+	// the state without it, while a scope counted before stays counted.
 	ErrUncounted = errors.New("limiter: the denied request's cost was not counted")
 )
 
@@ -104,11 +106,7 @@ type Limiter struct {
 	countDenied bool
 	deny        *denyCache // nil when off
 	latest      atomic.Int64
-	// ahead is the newest time seen before the last correction of the
-	// clock: until checks reach it again, buckets after a remembered
-	// one may hold counts, and no denial is remembered.
-	ahead atomic.Int64
-	pool  sync.Pool
+	pool        sync.Pool
 }
 
 // stores is one store seen through each interface it implements, asserted
@@ -226,7 +224,7 @@ func (l *Limiter) Latest() time.Time {
 // denial is a Result with Allowed false, never an error. The one exception
 // is ErrUncounted (CountDenied): the Result is then a denial all the same,
 // and the error, wrapping ErrUncounted and the store's, says its cost was
-// not counted.
+// not counted in every rule.
 func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (Result, error) {
 	var res Result
 	err := l.CheckInto(ctx, now, id, rules, cost, &res)
@@ -398,26 +396,11 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		uncount(now, rules, cost, sc, res)
 	}
 	res.Decision = window.Combine(res.All())
-	if !res.Allowed && l.remembers(now) && !localDenied(rules, res) {
+	if !res.Allowed && l.deny != nil && !localDenied(rules, res) {
 		l.deny.remember(id, now, rules, sc.prev[:], sc.cur[:], gen)
 	}
 	res.since(caller)
 	return err
-}
-
-// corrected records a correction of the clock from last and drops every
-// remembered denial: they were decided in the time the clock ran ahead.
-func (l *Limiter) corrected(last int64) {
-	for a := l.ahead.Load(); last > a && !l.ahead.CompareAndSwap(a, last); a = l.ahead.Load() {
-	}
-	if l.deny != nil {
-		l.deny.clear()
-	}
-}
-
-// remembers reports whether a denial decided at now may be remembered.
-func (l *Limiter) remembers(now time.Time) bool {
-	return l.deny != nil && now.UnixNano() > l.ahead.Load()
 }
 
 // validRules reports whether rules can be decided: 1 to MaxRules of them,
@@ -506,7 +489,7 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
 	r.DecideAtInto(d, pos, prev, cur, cost)
-	if !d.Allowed && !r.Local && l.remembers(at) {
+	if !d.Allowed && l.deny != nil && !r.Local {
 		l.deny.remember(id, at, rules, []int64{prev}, []int64{cur}, gen)
 	}
 	if back {
@@ -671,7 +654,9 @@ func (l *Limiter) addCur(ctx context.Context, now time.Time, id string, rules []
 // estimate and waits now count the request, and a rule that admitted it
 // (it counted the cost already as admitted) must also have room for the
 // retry, or it denies too, with the wait for that room. So the deciding
-// RetryAfter is the moment every rule admits the retry.
+// RetryAfter is the moment every rule admits the retry. When a scope's add
+// fails (ErrUncounted), its rules report the state without the cost, and
+// the rules of a scope counted before it are re-decided all the same.
 func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, sc *scratch, res *Result) error {
 	var uncounted error
 	var counted [2]bool // by scope: local, shared
@@ -688,11 +673,7 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 	}
 	for i, r := range rules {
 		if !counted[0] && r.Local || !counted[1] && !r.Local {
-			if d := &res.Rules[i]; d.Allowed { // not counted: as uncount does
-				d.Used -= cost
-				d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
-				d.ResetAfter = r.Wait(now, sc.prev[i], sc.cur[i], 0)
-			}
+			unadmit(&res.Rules[i], now, r.Rule, cost, sc.prev[i], sc.cur[i])
 			continue
 		}
 		d, cur := &res.Rules[i], sc.cur[i]+cost
@@ -715,11 +696,18 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 // ResetAfter are those of the state without it.
 func uncount(now time.Time, rules []Rule, cost int64, sc *scratch, res *Result) {
 	for i, r := range rules {
-		if d := &res.Rules[i]; d.Allowed {
-			d.Used -= cost
-			d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
-			d.ResetAfter = r.Wait(now, sc.prev[i], sc.cur[i], 0)
-		}
+		unadmit(&res.Rules[i], now, r.Rule, cost, sc.prev[i], sc.cur[i])
+	}
+}
+
+// unadmit fixes d, a rule's decision on counts prev and cur, when the
+// request was not counted after all: if the rule admitted it, Used,
+// Remaining and ResetAfter become those of the state without it.
+func unadmit(d *window.Decision, now time.Time, r window.Rule, cost, prev, cur int64) {
+	if d.Allowed {
+		d.Used -= cost
+		d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
+		d.ResetAfter = r.Wait(now, prev, cur, 0)
 	}
 }
 
@@ -767,7 +755,9 @@ func (l *Limiter) clock(now time.Time) (time.Time, bool) {
 			// nearly every client for the hour, with a Retry-After of
 			// an hour.
 			if l.latest.CompareAndSwap(last, n) {
-				l.corrected(last)
+				if l.deny != nil {
+					l.deny.corrected(last)
+				}
 				return now, false
 			}
 		case n/clockSlack == last/clockSlack:
