@@ -57,11 +57,7 @@ func TestServeClientTimeout(t *testing.T) {
 	const key = "X-API-Key: " + bigKey + "\r\n"
 	t.Run("refused, body never sent", func(t *testing.T) {
 		addr := frontWithTimeout(t, http.NotFoundHandler())
-		for range 2 { // the free plan's quota: 2
-			if res, _ := dial(t, addr).get("/x", "X-API-Key: spent\r\n"); res.StatusCode != 404 {
-				t.Fatalf("status %d, want the origin's 404", res.StatusCode)
-			}
-		}
+		spend(t, addr)
 		w := dial(t, addr)
 		w.send("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: 100\r\n\r\nab")
 		t.Log(w.answerOrClose("POST"))
@@ -140,6 +136,21 @@ func TestServeClientTimeoutBoundsSilenceOnly(t *testing.T) {
 			t.Errorf("%d %s", res.StatusCode, body)
 		}
 	})
+	t.Run("slow upload, refused", func(t *testing.T) {
+		// Go's server reads a body nobody read before it answers: the
+		// 429 must wait for it, not be lost to the first deadline.
+		addr := frontWithTimeout(t, http.NotFoundHandler())
+		spend(t, addr)
+		w := dial(t, addr)
+		w.send("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: 16\r\n\r\n")
+		for range 4 {
+			time.Sleep(clientTimeout * 2 / 5)
+			w.send("abcd")
+		}
+		if res, _ := w.response("POST"); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+			t.Errorf("%d, Retry-After %q; want a 429 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
+		}
+	})
 	t.Run("late answer, then the next request", func(t *testing.T) {
 		w := dial(t, frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
@@ -179,4 +190,15 @@ func TestServeClientTimeoutBoundsSilenceOnly(t *testing.T) {
 			t.Errorf("echo after a pause: %q, %v", got, err)
 		}
 	})
+}
+
+// spend uses up the free plan's quota (2) of the key "spent" at addr,
+// whose origin answers 404.
+func spend(t *testing.T, addr string) {
+	t.Helper()
+	for range 2 {
+		if res, _ := dial(t, addr).get("/x", "X-API-Key: spent\r\n"); res.StatusCode != 404 {
+			t.Fatalf("status %d, want the origin's 404", res.StatusCode)
+		}
+	}
 }

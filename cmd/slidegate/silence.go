@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -49,8 +50,23 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 		r = r.WithContext(r.Context()) // a copy, for its own Body
 		r.Body = b
 		next.ServeHTTP(w, r)
+		if !b.used.Load() && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+			// A body nobody read (a refused request's): the server reads
+			// what is left of it (up to 256 KiB) before it answers, at
+			// the deadline set above, so a client still uploading in
+			// time lost its 429. Read here, the deadline moves with each
+			// part; the answer then has d to go out. A client that waits
+			// for 100 Continue sends no body, and the server reads none.
+			_, _ = io.CopyN(io.Discard, b, maxUnreadBody+1)
+			_ = rc.SetWriteDeadline(time.Now().Add(d))
+		}
 	})
 }
+
+// maxUnreadBody is how much of a body nobody read Go's server reads
+// before it answers (net/http's maxPostHandlerReadBytes); past it, it
+// closes the connection after the answer.
+const maxUnreadBody = 256 << 10
 
 // silentBody moves the connection's read deadline d ahead before each read
 // of a request body, until the body's end: there the server starts its
@@ -62,9 +78,11 @@ type silentBody struct {
 	d    time.Duration
 	end  atomic.Bool // read by the transport's goroutine, maybe after the handler
 	done atomic.Bool // the handler returned: the connection may serve another request
+	used atomic.Bool // read at all: by the handler, or a transport maybe still reading
 }
 
 func (b *silentBody) Read(p []byte) (int, error) {
+	b.used.Store(true)
 	if b.end.Load() || b.done.Load() {
 		return b.ReadCloser.Read(p)
 	}
