@@ -154,7 +154,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	switch {
 	case method != "":
 	case ev.Version == "1.0":
-		return nil, errors.New("lambda: event: payload format 1.0 (a REST API, or an HTTP API set to 1.0) is not supported: use payload format 2.0 or a Function URL")
+		return nil, errors.New("lambda: event: payload format 1.0 (an HTTP API set to 1.0) is not supported: use payload format 2.0 or a Function URL")
 	default:
 		return nil, errors.New("lambda: event: requestContext.http.method is empty: not an HTTP API (payload format 2.0) or Function URL event")
 	}

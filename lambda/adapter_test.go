@@ -247,7 +247,8 @@ func TestFixturesThroughHandler(t *testing.T) {
 	// An event of another integration names what is supported.
 	for fixture, says := range map[string]string{
 		"httpapi-check-invalid.json": "JSON", "httpapi-bad-base64.json": "base64",
-		"restapi-v1-get.json": "payload format 1.0", "alb-get.json": "not an HTTP API (payload format 2.0) or Function URL event",
+		"httpapi-v1-get.json": "payload format 1.0", "restapi-get.json": "not an HTTP API (payload format 2.0) or Function URL event",
+		"alb-get.json": "not an HTTP API (payload format 2.0) or Function URL event",
 	} {
 		res, err := handle(context.Background(), event(t, fixture))
 		if err != nil || res.StatusCode != http.StatusBadRequest || res.Headers["Content-Type"] != "application/problem+json" || !strings.Contains(res.Body, says) {
