@@ -231,7 +231,7 @@ func (i Identity) validate() error {
 	for j, s := range i.TrustedProxies {
 		_, err := parsePrefix(s)
 		switch {
-		case err == errMappedBits:
+		case err == errMappedBits: // returned as is; errors.Is would link reflectlite into the Worker
 			return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "an IPv4-mapped CIDR counts its bits from the IPv6 address, so fewer than 96 hold every IPv4 address: write the IPv4 CIDR (10.0.0.0/8), or 96 more bits (::ffff:10.0.0.0/104)")}
 		case err != nil:
 			return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "must be an IP address or a CIDR such as 10.0.0.0/8")}

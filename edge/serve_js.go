@@ -192,10 +192,13 @@ func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 const configGlobal = "__slidegateConfig"
 
 // jsConfigCache is the isolate's configCache, in globalThis. src is the
-// request's SLIDEGATE_CONFIG as a JavaScript value (a string, or undefined).
-// js.Value.Equal compares references, and syscall/js gives equal strings
-// one reference (its table of values is keyed by value), so a hit copies no
-// text between JavaScript and Go; a miss only parses again.
+// request's SLIDEGATE_CONFIG as a JavaScript value (a string, an object
+// when written as a table, or undefined). js.Value.Equal compares
+// references, and syscall/js gives equal strings one reference (its table
+// of values is keyed by value), so a hit copies no text between JavaScript
+// and Go; a miss only parses again. An object hits only if the runtime
+// hands each request the same one (not checked here: a miss costs a
+// parse, not a wrong configuration).
 type jsConfigCache struct{ src js.Value }
 
 func (c jsConfigCache) Lookup() ([]byte, bool) {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/internal/jsonv"
 )
 
 func TestCheckAPI(t *testing.T) {
@@ -250,42 +252,10 @@ func FuzzDecodeCheck(f *testing.F) {
 		if len(body) > MaxCheckBody {
 			t.Fatalf("accepted %d bytes", len(body))
 		}
-		if name, ok := repeatedMember(bytes.TrimPrefix(body, []byte("\ufeff"))); ok {
-			t.Fatalf("accepted %q given twice", name)
+		if path, ok := jsonv.Repeated(bytes.TrimPrefix(body, []byte("\ufeff"))); ok {
+			t.Fatalf("accepted %+v given twice", path)
 		}
 	})
-}
-
-// repeatedMember is repeatedName done with encoding/json's tokens.
-func repeatedMember(data []byte) (string, bool) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	seen := map[string]bool{}
-	depth, atName := 0, false
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		switch tok := tok.(type) {
-		case json.Delim:
-			if tok == '{' || tok == '[' {
-				depth++
-				atName = depth == 1
-				continue
-			}
-			depth--
-		case string:
-			if depth == 1 && atName {
-				if seen[tok] {
-					return tok, true
-				}
-				seen[tok] = true
-				atName = false
-				continue
-			}
-		}
-		atName = depth == 1
-	}
 }
 
 // TestCheckAPIBodyForms: bodies that are one JSON object are read whatever

@@ -595,17 +595,11 @@ func (h *Handler) cost(r *http.Request) int64 {
 	h.noteMethod(seen, r.Method)
 	for _, k := range overrideHeaders {
 		for _, v := range r.Header[k] {
-			for m := range strings.SplitSeq(v, ",") {
-				h.noteMethod(seen, textproto.TrimString(m))
-			}
+			h.noteMethods(seen, v)
 		}
 	}
 	if q := r.URL.RawQuery; strings.Contains(q, "method") || strings.Contains(q, "%") {
-		methodParams(q, func(v string) {
-			for m := range strings.SplitSeq(v, ",") {
-				h.noteMethod(seen, textproto.TrimString(m))
-			}
-		})
+		methodParams(q, func(v string) { h.noteMethods(seen, v) })
 	}
 	paths := [2]string{cleanPath(r.URL.Path)}
 	n := 1
@@ -638,6 +632,13 @@ func routeMethods(costs []config.Cost) []string {
 		}
 	}
 	return append(ms, http.MethodHead, notNamed)
+}
+
+// noteMethods notes each method of the comma-separated list v.
+func (h *Handler) noteMethods(seen []bool, v string) {
+	for m := range strings.SplitSeq(v, ",") {
+		h.noteMethod(seen, textproto.TrimString(m))
+	}
 }
 
 // noteMethod marks in seen the method of h.methods that m is, upper-cased

@@ -382,7 +382,8 @@ func (s *Store) adopt(keys []string, ms int64) {
 // end as soon as everything is written.
 func (s *Store) flush(ctx context.Context, key string, owner int64, failures, idle int) {
 	// Lingering writes follow their counter into its next bucket when that
-	// starts (of buckets of flushBudget or longer: once at most), so
+	// starts (of buckets of flushBudget or longer: once per boundary its
+	// budget reaches), so
 	// that the client's first counts there find their writes run. They
 	// went back to the client's own requests until the next sweep, one
 	// instance alive per busy client for up to 10 s of every minute.
