@@ -44,6 +44,19 @@ type Store interface {
 	Add(ctx context.Context, id string, slots []Slot, costs []int64) error
 }
 
+// Peeker is a Store that can also read counts from what it already holds
+// (its own counts, what it last learnt of others'), with no call to its
+// backend: a lower bound, perhaps lower than Load's. A limiter's peek
+// (limiter.Limiter.PeekInto) reads through it: a peek only adds to the
+// wait of a request already refused, and must not let made-up identities
+// make backend calls (Workers KV bills each list).
+type Peeker interface {
+	Store
+	// Peek sets counts[i] as Load does, from memory alone, and keeps
+	// nothing it did not hold already. len(counts) must equal len(slots).
+	Peek(ctx context.Context, id string, slots []Slot, counts []int64) error
+}
+
 // Cond is one clause of a conditional add: the count of Slot must be at most
 // Max for the add to happen, and then Add is added to it.
 type Cond struct {

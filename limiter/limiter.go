@@ -116,6 +116,7 @@ type stores struct {
 	cond kvstore.Conditional // nil when the store cannot admit atomically
 	up   kvstore.Updater     // nil when the store cannot decide under its lock
 	ru   kvstore.RuleUpdater // nil when the store cannot decide a rule itself
+	peek kvstore.Peeker      // nil when the store reads only through Load
 }
 
 func newStores(s kvstore.Store) stores {
@@ -123,6 +124,7 @@ func newStores(s kvstore.Store) stores {
 	st.cond, _ = s.(kvstore.Conditional)
 	st.up, _ = s.(kvstore.Updater)
 	st.ru, _ = s.(kvstore.RuleUpdater)
+	st.peek, _ = s.(kvstore.Peeker)
 	return st
 }
 
@@ -164,6 +166,8 @@ type scratch struct {
 	rules []Rule
 	cost  int64
 	n     int
+	// peek is set for PeekInto: a kvstore.Peeker is read with Peek.
+	peek bool
 }
 
 // Admit implements kvstore.Admitter over the slots group laid out.
@@ -293,6 +297,8 @@ func (l *Limiter) single(rules []Rule, cost int64) *stores {
 
 // PeekInto decides a request of this cost as CheckInto would, without
 // counting anything; every rule reports the state without the request. A
+// store that is a kvstore.Peeker is read from memory alone, with no call
+// to its backend. A
 // caller that denied a request on other rules uses it to learn when these
 // rules would admit it too.
 func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
@@ -359,6 +365,7 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 
 	sc := l.pool.Get().(*scratch)
 	defer l.pool.Put(sc)
+	sc.peek = !write
 
 	allowed := true
 	var err error
@@ -541,7 +548,11 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		}
 		return ok, nil
 	}
-	if err := st.Load(ctx, id, slots, counts); err != nil {
+	load := st.Load
+	if sc.peek && st.peek != nil {
+		load = st.peek.Peek
+	}
+	if err := load(ctx, id, slots, counts); err != nil {
 		return false, fmt.Errorf("limiter: load %d counters: %w", len(slots), err)
 	}
 	// A denial on loaded counts is final: they are lower bounds.

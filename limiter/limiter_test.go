@@ -628,6 +628,50 @@ func TestCountDeniedPartialCount(t *testing.T) {
 	}
 }
 
+// peeking is a store that counts its reads: through Load, and through
+// Peek, which answers from memory alone (as the Worker's store does).
+type peeking struct {
+	kvstore.Store
+	loads, peeks int
+}
+
+func (p *peeking) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	p.loads++
+	return p.Store.Load(ctx, id, slots, counts)
+}
+
+func (p *peeking) Peek(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	p.peeks++
+	return p.Store.Load(ctx, id, slots, counts)
+}
+
+// TestPeekReadsThroughPeeker: PeekInto reads a kvstore.Peeker with Peek,
+// with no call to its backend (a refused request's peek at a made-up key
+// listed Workers KV); checks read with Load, a check of cost 0 too, whose
+// answer is the state.
+func TestPeekReadsThroughPeeker(t *testing.T) {
+	rules := []Rule{rule("minute", 5, time.Minute), rule("hour", 50, time.Hour)}
+	for _, tt := range []struct {
+		name         string
+		do           func(l *Limiter) error
+		loads, peeks int
+	}{
+		{"peek", func(l *Limiter) error { var r Result; return l.PeekInto(context.Background(), t0, "k", rules, 1, &r) }, 0, 1},
+		{"check", func(l *Limiter) error { _, err := l.Check(context.Background(), t0, "k", rules, 1); return err }, 1, 0},
+		{"check of cost 0", func(l *Limiter) error { _, err := l.Check(context.Background(), t0, "k", rules, 0); return err }, 1, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &peeking{Store: memstore.New()}
+			if err := tt.do(New(Options{Store: s})); err != nil {
+				t.Fatal(err)
+			}
+			if s.loads != tt.loads || s.peeks != tt.peeks {
+				t.Errorf("%d Loads and %d Peeks, want %d and %d", s.loads, s.peeks, tt.loads, tt.peeks)
+			}
+		})
+	}
+}
+
 // lagging is a conditional store (no Updater: the limiter takes Load then
 // AddIf, as on DynamoDB) where, between each Load and AddIf, other writers
 // add prevLag to the bucket before now's (a clock a little behind, just

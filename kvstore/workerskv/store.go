@@ -142,7 +142,7 @@ type Store struct {
 	log     Logger
 }
 
-var _ kvstore.Store = (*Store)(nil)
+var _ kvstore.Peeker = (*Store)(nil)
 
 // New returns a Store, or an error naming the missing option.
 func New(o Options) (*Store, error) {
@@ -254,6 +254,26 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("workerskv: load: %w", err)
 	}
+	return nil
+}
+
+// Peek implements kvstore.Peeker: counts[i] is this isolate's total of
+// slots[i] plus the other isolates' last listed sum, as Load returns them
+// at once, with no list and no new cell: a peek at an identity the isolate
+// has not seen (a made-up key refused by ip_limits) costs no KV operation
+// and no memory.
+func (s *Store) Peek(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	if len(counts) != len(slots) {
+		return ErrLength
+	}
+	s.g.Update(func(c Cells) {
+		for i, sl := range slots {
+			p := SlotPrefix(id, sl)
+			own, _ := c.Get(p + s.iso)
+			sum, _ := c.Get(sumKey(p))
+			counts[i] = addCount(own.N, sum.N)
+		}
+	})
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,6 +83,52 @@ func TestLengthMismatchIsAnError(t *testing.T) {
 	}
 	if _, err := local.AddIf(ctx, "id", []kvstore.Cond{{Slot: slots[0]}}, nil); !errors.Is(err, ErrLength) {
 		t.Errorf("Local.AddIf = %v, want ErrLength", err)
+	}
+}
+
+// TestPeekReadsMemoryOnly: Peek answers what Load would answer at once (this
+// isolate's count plus the others' last listed sum) with no KV list and no
+// new cell, for an identity the isolate knows and for one it has never
+// seen.
+func TestPeekReadsMemoryOnly(t *testing.T) {
+	s := newSim(t0.Add(30 * time.Second))
+	kv := newFakeKV(s.Now, 0)
+	other := newIsolate(t, s, kv, "b", Options{})
+	iso := newIsolate(t, s, kv, "a", Options{})
+	ctx := context.Background()
+	slots := []kvstore.Slot{minute(s.Now().Add(-time.Minute)), minute(s.Now())}
+	for _, add := range []struct {
+		st *Store
+		n  int64
+	}{{other.store, 4}, {iso.store, 3}} {
+		if err := add.st.Add(ctx, "known", slots[1:], []int64{add.n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.drain(t)
+	loaded := make([]int64, 2)
+	if err := iso.store.Load(ctx, "known", slots, loaded); err != nil {
+		t.Fatal(err)
+	}
+	s.drain(t)
+	if err := iso.store.Load(ctx, "known", slots, loaded); err != nil || loaded[1] != 7 {
+		t.Fatalf("Load = %v, %v; want the current minute at 3 + 4", loaded, err)
+	}
+	lists, cells := kv.listCount(), iso.g.Len()
+	for id, want := range map[string][]int64{"known": loaded, "never-seen": {0, 0}} {
+		got := make([]int64, 2)
+		if err := iso.store.Peek(ctx, id, slots, got); err != nil || !slices.Equal(got, want) {
+			t.Errorf("Peek(%s) = %v, %v; want %v", id, got, err, want)
+		}
+	}
+	if got := kv.listCount(); got != lists {
+		t.Errorf("Peek listed KV %d times", got-lists)
+	}
+	if got := iso.g.Len(); got != cells {
+		t.Errorf("Peek left %d cells, %d before", got, cells)
+	}
+	if err := iso.store.Peek(ctx, "k", slots, nil); !errors.Is(err, ErrLength) {
+		t.Errorf("Peek with no counts = %v, want ErrLength", err)
 	}
 }
 
