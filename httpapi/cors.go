@@ -7,8 +7,10 @@ import (
 
 // exposed lists the rate-limit fields for Access-Control-Expose-Headers:
 // without it a page's script cannot read them (the CORS-safelisted
-// response headers are a short list of others).
-const exposed = "RateLimit, RateLimit-Policy, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset"
+// response headers are a short list of others). Slidegate-Store and
+// Slidegate-Shadow say that an answer was let through on a store error or
+// would have been refused: a page that throttles itself needs them too.
+const exposed = "RateLimit, RateLimit-Policy, Retry-After, X-RateLimit-Limit, X-RateLimit-Remaining, X-RateLimit-Reset, " + StoreHeader + ", " + ShadowHeader
 
 // preflight reports whether r is a CORS preflight: OPTIONS with Origin and
 // Access-Control-Request-Method and no body, which a browser sends on its

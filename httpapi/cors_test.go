@@ -166,6 +166,17 @@ func TestCORSOnOwnAnswers(t *testing.T) {
 					want = exposed
 				}
 				wantHeader(t, w, "Access-Control-Expose-Headers", want)
+				if tt.allow != "" {
+					// Every field of slidegate's own a page may read:
+					// Slidegate-Store on the 503 too.
+					for name := range w.Header() {
+						n := strings.ToLower(name)
+						own := strings.HasPrefix(n, "ratelimit") || strings.HasPrefix(n, "x-ratelimit-") || n == "retry-after" || strings.HasPrefix(n, "slidegate-")
+						if own && !slices.ContainsFunc(strings.Split(want, ","), func(e string) bool { return strings.EqualFold(strings.TrimSpace(e), name) }) {
+							t.Errorf("%s: %s is not exposed (%q)", store, name, want)
+						}
+					}
+				}
 				creds := ""
 				if tt.allow != "" && tt.allow != "*" {
 					creds = "true"
