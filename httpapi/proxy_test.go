@@ -298,6 +298,54 @@ func TestProxyPassesThrough(t *testing.T) {
 	}
 }
 
+// TestProxyRefusesH2CUpgrade: a request asking to upgrade to cleartext
+// HTTP/2 reaches the origin as a plain request. An origin that took the
+// upgrade would then serve any number of HTTP/2 requests over the
+// connection, counted here as one (h2c smuggling); WebSocket upgrades go on.
+func TestProxyRefusesH2CUpgrade(t *testing.T) {
+	got := make(chan http.Header, 1)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	t.Cleanup(origin.Close)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(NewProxy(u, nil, nil))
+	t.Cleanup(front.Close)
+	for _, tt := range []struct {
+		upgrade, want string
+	}{
+		{"h2c", ""},
+		{"H2C", ""},
+		{"foo, h2c", ""},
+		{"websocket", "websocket"},
+	} {
+		t.Run(tt.upgrade, func(t *testing.T) {
+			r, err := http.NewRequest(http.MethodGet, front.URL+"/x", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Header.Set("Connection", "Upgrade, HTTP2-Settings")
+			r.Header.Set("Upgrade", tt.upgrade)
+			r.Header.Set("HTTP2-Settings", "AAMAAABkAAQAoAAAAAIAAAAA")
+			res, err := http.DefaultClient.Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			h := <-got
+			if g := h.Get("Upgrade"); g != tt.want {
+				t.Errorf("the origin got Upgrade %q, want %q", g, tt.want)
+			}
+			if tt.want == "" && (h.Get("Connection") != "" || h.Get("HTTP2-Settings") != "") {
+				t.Errorf("the origin got Connection %q, HTTP2-Settings %q", h.Get("Connection"), h.Get("HTTP2-Settings"))
+			}
+		})
+	}
+}
+
 // TestParseOriginHidesPassword: ParseOrigin's error never shows the
 // password or the query of the URL it refuses, also when the URL does not
 // parse. The
