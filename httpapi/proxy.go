@@ -64,7 +64,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			if up := pr.Out.Header.Get("Upgrade"); up != "" && hasToken(up, "h2c") {
+			if listed(pr.Out.Header["Upgrade"], "h2c") {
 				// An origin that took the upgrade would serve HTTP/2
 				// requests over the hijacked connection, counted as
 				// one request here (h2c smuggling). The request goes on
@@ -126,17 +126,6 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			writeProblem(w, status, detail, nil)
 		},
 	}
-}
-
-// hasToken reports whether the comma-separated list v holds token t, in
-// any case.
-func hasToken(v, t string) bool {
-	for e := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(e), t) {
-			return true
-		}
-	}
-	return false
 }
 
 // ParseOrigin parses the URL of the origin admitted requests go to: http
