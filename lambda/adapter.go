@@ -73,7 +73,7 @@ func Adapt(h http.Handler) Handler {
 		if err != nil {
 			return problem(http.StatusBadRequest, err.Error()), nil
 		}
-		w := &writer{header: http.Header{}}
+		w := &writer{header: http.Header{}, head: r.Method == http.MethodHead}
 		switch p := serve(h, w, r); {
 		case p == nil:
 		case p != http.ErrAbortHandler:
@@ -254,12 +254,16 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// writer buffers a response for the Lambda result.
+// writer buffers a response for the Lambda result. Like net/http's, it
+// keeps no body of an answer to HEAD (it takes the writes and drops them),
+// nor of a 204 or 304 (http.ErrBodyNotAllowed): the event source would
+// pass it on.
 type writer struct {
 	header   http.Header
 	status   int
 	body     bytes.Buffer
 	overflow bool
+	head     bool // the request's method is HEAD
 }
 
 func (w *writer) Header() http.Header { return w.header }
@@ -278,6 +282,12 @@ func (w *writer) WriteHeader(code int) {
 
 func (w *writer) Write(p []byte) (int, error) {
 	w.WriteHeader(http.StatusOK)
+	switch {
+	case w.head:
+		return len(p), nil
+	case w.status == http.StatusNoContent || w.status == http.StatusNotModified:
+		return 0, http.ErrBodyNotAllowed
+	}
 	if w.body.Len()+len(p) > maxPayload {
 		w.overflow = true
 		return 0, fmt.Errorf("lambda: response body over %d bytes", maxPayload)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -143,6 +144,17 @@ func TestResponseFromHandler(t *testing.T) {
 			w.Header().Set("ETag", `"v1"`)
 			w.WriteHeader(http.StatusNotModified)
 		}, 304, map[string]string{"Etag": `"v1"`}, nil, "", false},
+		// As net/http: no body on a 204 or 304, whatever the handler writes.
+		{"204 written to", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNoContent)
+			if _, err := io.WriteString(w, "not sent"); err != http.ErrBodyNotAllowed {
+				panic(fmt.Sprintf("write after 204: %v, want http.ErrBodyNotAllowed", err))
+			}
+		}, 204, map[string]string{}, nil, "", false},
+		{"304 written to", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusNotModified)
+			_, _ = io.WriteString(w, "not sent")
+		}, 304, map[string]string{}, nil, "", false},
 		// An answer the adapter replaces keeps the pre-filter's fields
 		// (the marks too), nothing else the handler set.
 		{"panic", func(w http.ResponseWriter, r *http.Request) {
@@ -183,6 +195,23 @@ func TestResponseFromHandler(t *testing.T) {
 				t.Errorf("cookies %v, want %v", res.Cookies, tt.cookies)
 			}
 		})
+	}
+}
+
+// TestNoBodyForHEAD: an answer to HEAD carries no body, as net/http's
+// server sends none: the handler's writes (the health check's "ok", the
+// origin's page) were passed to the event source.
+func TestNoBodyForHEAD(t *testing.T) {
+	ev := event(t, "functionurl-get.json")
+	ev.RequestContext.HTTP.Method = http.MethodHead
+	res, err := Adapt(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "5")
+		if n, err := io.WriteString(w, "hello"); n != 5 || err != nil {
+			panic(fmt.Sprintf("write to HEAD: %d, %v; want the bytes taken, as net/http takes them", n, err))
+		}
+	}))(context.Background(), ev)
+	if err != nil || res.StatusCode != 200 || res.Body != "" || res.Headers["Content-Length"] != "5" {
+		t.Errorf("got %d %q %v, %v; want 200, no body, Content-Length 5", res.StatusCode, res.Body, res.Headers, err)
 	}
 }
 
