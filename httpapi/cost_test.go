@@ -54,3 +54,36 @@ func TestCostOfManyOverrides(t *testing.T) {
 		})
 	}
 }
+
+// TestCostOfMethodAsSent: a request line's method reaches the origin as
+// sent, and an origin that matches methods case-sensitively (Go's
+// ServeMux: "GET /v1/search" does not match "get") serves "get
+// /v1/search" on the route for every method, while Django serves it as a
+// GET: the request pays the higher of the two. Priced upper-cased only, it
+// paid the cheap GET route's.
+func TestCostOfMethodAsSent(t *testing.T) {
+	cfg := testConfig(t, func(m map[string]any) {
+		m["costs"] = []any{
+			map[string]any{"method": "GET", "path_prefix": "/v1/search", "cost": 1},
+			map[string]any{"path_prefix": "/v1/", "cost": 3},
+		}
+	})
+	f := newFixture(t, cfg, nil)
+	for _, tt := range []struct {
+		method string
+		want   int64
+	}{
+		{"GET", 1},
+		{"HEAD", 1},
+		{"POST", 3},
+		{"get", 3},  // ServeMux: the "/v1/" route; Django: GET (1)
+		{"Get", 3},  // as "get"
+		{"head", 3}, // as "get"
+	} {
+		t.Run(tt.method, func(t *testing.T) {
+			if got := f.h.cost(httptest.NewRequest(tt.method, "/v1/search", nil)); got != tt.want {
+				t.Errorf("cost of %s /v1/search = %d, want %d", tt.method, got, tt.want)
+			}
+		})
+	}
+}

@@ -603,8 +603,8 @@ func (h *Handler) cost(r *http.Request) int64 {
 	}
 	paths := [2]string{cleanPath(r.URL.Path)}
 	n := 1
-	if raw := r.URL.RawPath; strings.Contains(raw, "%2F") || strings.Contains(raw, "%2f") {
-		if alt := cleanPath(slashesKept(raw)); alt != paths[0] {
+	if raw := r.URL.RawPath; strings.Contains(raw, "%2") {
+		if alt := cleanPath(segmentsKept(raw)); alt != paths[0] {
 			paths[1], n = alt, 2
 		}
 	}
@@ -642,7 +642,8 @@ func (h *Handler) noteMethods(seen []bool, v string) {
 }
 
 // noteMethod marks in seen the method of h.methods that m is, upper-cased
-// rune by rune as strings.ToUpper does ("poſt" is POST), or notNamed.
+// rune by rune as strings.ToUpper does ("poſt" is POST), and notNamed
+// when it is none of them as sent.
 func (h *Handler) noteMethod(seen []bool, m string) {
 	if m == "" {
 		return
@@ -651,6 +652,9 @@ func (h *Handler) noteMethod(seen []bool, m string) {
 	for i, rm := range h.methods[:last] {
 		if upperIs(m, rm) {
 			seen[i] = true
+			// Sent in another case, m is no method the routes name to
+			// an origin that compares methods as sent (Go's ServeMux).
+			seen[last] = seen[last] || m != rm
 			return
 		}
 	}
@@ -668,13 +672,16 @@ func upperIs(s, w string) bool {
 	return w == ""
 }
 
-// slashesKept returns an escaped path decoded but for its encoded slashes,
-// which stay inside their segments.
-func slashesKept(raw string) string {
+// segmentsKept returns an escaped path decoded but for its encoded slashes
+// and dots, so that its segments are those of the path as sent: an
+// encoded slash stays inside its segment, and "%2E%2E" is a name, not a
+// dot segment, as Go's ServeMux (which cleans the escaped path) and
+// Express (which routes the raw one) read them.
+func segmentsKept(raw string) string {
 	b := make([]byte, 0, len(raw))
 	for i := 0; i < len(raw); i++ {
 		if c := raw[i]; c == '%' && i+2 < len(raw) && ishex(raw[i+1]) && ishex(raw[i+2]) {
-			if d := unhex(raw[i+1])<<4 | unhex(raw[i+2]); d != '/' {
+			if d := unhex(raw[i+1])<<4 | unhex(raw[i+2]); d != '/' && d != '.' {
 				b = append(b, d)
 				i += 2
 				continue

@@ -690,7 +690,10 @@ func TestCostRoutes(t *testing.T) {
 		{"POST", "/v1/items/..%2F42", 3},
 		{"POST", "/v1/items/..%2f..%2fsearch", 3},
 		{"POST", "/v1/items/%2e%2e%2F42", 3},
-		{"POST", "/v1/items/../42", 1}, // a dot segment to every origin
+		{"POST", "/v1/items/../42", 1},     // a dot segment to every origin
+		{"POST", "/v1/items/%2E%2E/42", 3}, // encoded dots: a name to Go's ServeMux and Express
+		{"POST", "/v1/items/.%2e/42", 3},
+		{"POST", "/v1/items/%2e%2e", 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

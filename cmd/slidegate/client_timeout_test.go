@@ -202,3 +202,56 @@ func spend(t *testing.T, addr string) {
 		}
 	}
 }
+
+// TestServeRefusedLargeBodyAnsweredAtOnce: a refused request that
+// announces a body of 256 KiB or more is answered at once. Go's server
+// reads none of such a body (its maxPostHandlerReadBytes rule: too large
+// to drain, it sends the answer and closes the connection), and neither
+// does boundSilence: read there, the 429 waited for 256 KiB of an upload
+// nobody would read, and a client that sends its header and a first part
+// and then waits for an answer (as a client watching for an early refusal
+// does) got none until --client-timeout (60 s by default; 1 h here).
+// The dial deadline (10 s) bounds the wait; no timing is asserted.
+func TestServeRefusedLargeBodyAnsweredAtOnce(t *testing.T) {
+	o := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(o.Close)
+	base, _ := serveLogging(t, io.Discard, "--config", operatorConfig(t, ""), "--origin", o.URL, "--client-timeout", "1h")
+	addr := strings.TrimPrefix(base, "http://")
+	spend(t, addr)
+	w := dial(t, addr)
+	w.send("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: 1048576\r\n\r\n" + strings.Repeat("a", 1024))
+	if got := w.answerOrClose("POST"); !strings.HasPrefix(got, "429") {
+		t.Errorf("answer: %s, want a 429", got)
+	}
+}
+
+// TestServeOriginDownAnsweredAtOnce: an admitted request whose origin
+// cannot be reached gets its 502 at once, while the client still holds
+// back its body (a client that streams, and waits for the answer before
+// it sends more). fullDuplex exists for this: its closeUnread closes such
+// a connection instead of reading the rest of the body before the answer,
+// which "would wait for a client that waits for the answer first". The
+// transport failed to dial and never read the body, and boundSilence
+// must not read it either when the answer closes the connection: the
+// client got no answer until --client-timeout (1 h here). The dial
+// deadline (10 s) bounds the wait; no timing is asserted.
+func TestServeOriginDownAnsweredAtOnce(t *testing.T) {
+	const key = "X-API-Key: " + bigKey + "\r\n"
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close() // refuses connections from now on
+	base, _ := serveLogging(t, io.Discard, "--config", operatorConfig(t, ""), "--origin", downURL, "--client-timeout", "1h")
+	addr := strings.TrimPrefix(base, "http://")
+	for _, tt := range []struct{ name, request string }{
+		{"chunked", "POST /stream HTTP/1.1\r\nHost: front.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n"},
+		{"length", "POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Content-Length: 100\r\n\r\nab"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := dial(t, addr)
+			w.send(tt.request)
+			if got := w.answerOrClose("POST"); !strings.HasPrefix(got, "502") {
+				t.Errorf("answer: %s, want a 502", got)
+			}
+		})
+	}
+}

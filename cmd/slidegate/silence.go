@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -50,13 +49,17 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 		r = r.WithContext(r.Context()) // a copy, for its own Body
 		r.Body = b
 		next.ServeHTTP(w, r)
-		if !b.used.Load() && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		if !b.used.Load() && r.ContentLength < maxUnreadBody && r.Header.Get("Expect") == "" &&
+			w.Header().Get("Connection") != "close" {
 			// A body nobody read (a refused request's): the server reads
 			// what is left of it (up to 256 KiB) before it answers, at
 			// the deadline set above, so a client still uploading in
 			// time lost its 429. Read here, the deadline moves with each
-			// part; the answer then has d to go out. A client that waits
-			// for 100 Continue sends no body, and the server reads none.
+			// part; the answer then has d to go out. The server reads
+			// none, and neither does this, of a body announced at
+			// 256 KiB or more, of one a client holds back until 100
+			// Continue, or when the answer closes the connection
+			// (fullDuplex's, to a request the origin did not read).
 			_, _ = io.CopyN(io.Discard, b, maxUnreadBody+1)
 			_ = rc.SetWriteDeadline(time.Now().Add(d))
 		}
