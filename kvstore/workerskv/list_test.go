@@ -1,0 +1,179 @@
+package workerskv
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// unfinishedKV answers every list with one page that says it is not the
+// last but gives no cursor to the next.
+type unfinishedKV struct {
+	keys  []Key
+	lists int
+}
+
+func (k *unfinishedKV) Put(context.Context, string, string, int64, time.Duration) error {
+	return nil
+}
+
+func (k *unfinishedKV) List(context.Context, string, string) (Page, error) {
+	k.lists++
+	return Page{Keys: k.keys}, nil
+}
+
+// TestListPageWithoutCursorCountsOnce: a list page not marked done but
+// without a cursor ends the list. Followed with the empty cursor, the
+// first page came back again and its counts were added up to ten times:
+// a client with 5 requests elsewhere was taken for 50, and refused.
+func TestListPageWithoutCursorCountsOnce(t *testing.T) {
+	now := t0
+	sl := minute(now)
+	kv := &unfinishedKV{keys: []Key{{Name: SlotPrefix("id", sl) + "other-isolate", N: 5}}}
+	s, err := New(Options{KV: kv, Globals: NewMemGlobals("iso-a"), Now: func() time.Time { return now },
+		Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := make([]int64, 1)
+	if err := s.Load(context.Background(), "id", []kvstore.Slot{sl}, counts); err != nil {
+		t.Fatal(err)
+	}
+	if counts[0] != 5 || kv.lists != 1 {
+		t.Errorf("count %d after %d lists, want 5 after 1", counts[0], kv.lists)
+	}
+}
+
+// TestClosedBucketListedOnceSettled: the other isolates' sum of a bucket
+// listed shortly before it ended is listed again once its last writes
+// have landed (a flush and a list interval past its end), not only after
+// PrevInterval (30 s): for that half minute the previous bucket, which
+// weighs most just after the boundary, missed the other isolates' last
+// second of counts.
+func TestClosedBucketListedOnceSettled(t *testing.T) {
+	s, err := New(Options{KV: newFakeKV(time.Now, 0), Globals: NewMemGlobals("iso-a"), Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := minute(t0)
+	end := window.Start(sl.Bucket+1, sl.Length)
+	at := end.Add(-time.Second).UnixMilli() // listed a second before the bucket ended
+	settled := end.Add(FlushInterval + DefaultListInterval)
+	for _, tc := range []struct {
+		now  time.Time
+		want bool
+	}{
+		{end.Add(time.Second), false},
+		{settled.Add(-time.Millisecond), false},
+		{settled, true},
+		{settled.Add(time.Second), true},
+	} {
+		if got := s.stale(sl, tc.now, at); got != tc.want {
+			t.Errorf("stale at end+%s = %v, want %v", tc.now.Sub(end), got, tc.want)
+		}
+	}
+}
+
+// TestSweepAdoptsAtMostMaxAdopt: a sweep that finds more stopped flushes
+// than maxAdopt takes on maxAdopt of them, so that the request stays
+// within Cloudflare's 1,000 KV operations per invocation; the rest wait
+// for the next sweep, which comes due a flush interval later.
+func TestSweepAdoptsAtMostMaxAdopt(t *testing.T) {
+	g := NewMemGlobals("iso-a")
+	s, err := New(Options{KV: newFakeKV(time.Now, 0), Globals: g, Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := minute(t0)
+	ms := t0.UnixMilli()
+	const stopped = maxAdopt + 10
+	g.Update(func(c Cells) {
+		for i := range stopped {
+			c.Set(SlotPrefix(fmt.Sprint("client-", i), sl)+"iso-a", Cell{N: 1, Expires: math.MaxInt64})
+		}
+	})
+	var adopted []string
+	g.Update(func(c Cells) { adopted = s.sweep(c, ms) })
+	owned := 0
+	g.Update(func(c Cells) {
+		for i := range stopped {
+			if cell, _ := c.Get(SlotPrefix(fmt.Sprint("client-", i), sl) + "iso-a"); cell.Owner == ms {
+				owned++
+			}
+		}
+	})
+	if len(adopted) != maxAdopt || owned != maxAdopt {
+		t.Errorf("a sweep took on %d counters (%d owned), want %d", len(adopted), owned, maxAdopt)
+	}
+}
+
+// TestClockStepBackHandsOverAndSweeps: after the isolate's clock stepped
+// back, a counter whose flushes a request "from the future" runs (its
+// Owner is later than now: that request is no evidence of life) is taken
+// over by the next request that counts, and the sweep runs at once rather
+// than when the clock gets back to the last sweep; either way waiting, the
+// isolate's counts reached KV only once the clock caught up.
+func TestClockStepBackHandsOverAndSweeps(t *testing.T) {
+	const ms = int64(1_795_176_000_000)
+	if !canTakeOver(Cell{N: 2, Flushed: 1, Owner: ms + 5_000}, ms) {
+		t.Error("a counter owned by a request 5 s in the future is not taken over")
+	}
+	if canTakeOver(Cell{N: 2, Flushed: 1, Owner: ms - 5_000}, ms) {
+		t.Error("a counter owned by a request 5 s old is taken over")
+	}
+	g := NewMemGlobals("iso-a")
+	g.Update(func(c Cells) {
+		c.Set("marker", Cell{At: ms + 5_000, Expires: math.MaxInt64}) // swept 5 s "later"
+		c.Set("old", Cell{N: 1, Expires: ms - 1})
+		sweep(c, "marker", ms, nil)
+		if _, ok := c.Get("old"); ok {
+			t.Error("after the clock stepped back, no sweep: an expired cell is kept")
+		}
+	})
+}
+
+// slowListKV lists nothing, and each list takes d of the store's clock.
+type slowListKV struct {
+	now *time.Time
+	d   time.Duration
+}
+
+func (k slowListKV) Put(context.Context, string, string, int64, time.Duration) error { return nil }
+
+func (k slowListKV) List(context.Context, string, string) (Page, error) {
+	*k.now = k.now.Add(k.d)
+	return Page{Done: true}, nil
+}
+
+// TestListAcrossSettledIsListedAgain: a list of a closed bucket that
+// started before its last writes had landed (settled) and ended after does
+// not count as the settled list: the sum is dated from the list's start,
+// and the next Load lists again, instead of serving for PrevInterval (30 s)
+// a sum that may lack the other isolates' last counts.
+func TestListAcrossSettledIsListedAgain(t *testing.T) {
+	sl := minute(t0)
+	end := window.Start(sl.Bucket+1, sl.Length)
+	settled := end.Add(FlushInterval + DefaultListInterval)
+	now := settled.Add(-100 * time.Millisecond)
+	g := NewMemGlobals("iso-a")
+	s, err := New(Options{KV: slowListKV{&now, 300 * time.Millisecond}, Globals: g, Now: func() time.Time { return now },
+		Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := SlotPrefix("id", sl)
+	if err := s.refresh(context.Background(), p, sl); err != nil {
+		t.Fatal(err)
+	}
+	var at int64
+	g.Update(func(c Cells) { cell, _ := c.Get(sumKey(p)); at = cell.At })
+	if !s.stale(sl, now, at) {
+		t.Errorf("at %s past the bucket's end, a sum listed from %s to %s is not stale, want a new list",
+			now.Sub(end), settled.Add(-100*time.Millisecond).Sub(end), now.Sub(end))
+	}
+}
