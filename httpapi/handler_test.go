@@ -506,13 +506,17 @@ func TestIPv6Prefix(t *testing.T) {
 	}
 }
 
+// headerAddr is a platform's address of a request (Options.ClientIP,
+// PeerIP), read from the header name as the platforms read theirs.
+func headerAddr(name string) func(*http.Request) (netip.Addr, bool) {
+	return func(r *http.Request) (netip.Addr, bool) {
+		a, err := netip.ParseAddr(r.Header.Get(name))
+		return a, err == nil
+	}
+}
+
 func TestClientIPOption(t *testing.T) {
-	f := newFixture(t, testConfig(t, nil), func(o *Options) {
-		o.ClientIP = func(r *http.Request) (netip.Addr, bool) {
-			a, err := netip.ParseAddr(r.Header.Get("CF-Connecting-IP"))
-			return a, err == nil
-		}
-	})
+	f := newFixture(t, testConfig(t, nil), func(o *Options) { o.ClientIP = headerAddr("CF-Connecting-IP") })
 	for range 3 {
 		f.do(req{remote: "10.1.1.1:1", header: map[string]string{"CF-Connecting-IP": "203.0.113.50"}})
 	}
@@ -540,12 +544,7 @@ func TestClientIPOption(t *testing.T) {
 // proxy (CloudFront in front of a Lambda), which is then read past in
 // X-Forwarded-For.
 func TestPeerIPOption(t *testing.T) {
-	f := newFixture(t, testConfig(t, nil), func(o *Options) {
-		o.PeerIP = func(r *http.Request) (netip.Addr, bool) {
-			a, err := netip.ParseAddr(r.Header.Get("X-Source-IP"))
-			return a, err == nil
-		}
-	})
+	f := newFixture(t, testConfig(t, nil), func(o *Options) { o.PeerIP = headerAddr("X-Source-IP") })
 	for range 3 {
 		f.do(req{remote: "10.1.1.1:1", header: map[string]string{"X-Source-IP": "203.0.113.50"}})
 	}

@@ -212,27 +212,15 @@ func TestBurstRoundTrips(t *testing.T) {
 		check(t, warm, t0.Add(-time.Minute), "hot", 1, rules[0])
 	}
 	l := New(Options{Store: st, DisableDenyCache: true})
-	var admitted atomic.Int64
 	writes := make([]int, n)
-	var wg sync.WaitGroup
-	for g := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer st.done()
-			w := &writer{}
-			res, err := l.Check(context.WithValue(ctx, writerKey{}, w), t0, "hot", rules, 1)
-			writes[g] = w.addIfs
-			if err != nil {
-				t.Error(err)
-			}
-			if res.Allowed {
-				admitted.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	if got, want := admitted.Load(), int64(100); got != want {
+	admitted := burst(t, n, func(g int) (Result, error) {
+		defer st.done()
+		w := &writer{}
+		res, err := l.Check(context.WithValue(ctx, writerKey{}, w), t0, "hot", rules, 1)
+		writes[g] = w.addIfs
+		return res, err
+	})
+	if got, want := admitted, int64(100); got != want {
 		t.Errorf("admitted %d of %d, want %d", got, n, want)
 	}
 	most := 0

@@ -225,23 +225,8 @@ func TestExactUnderConcurrency(t *testing.T) {
 			for range 100 {
 				check(t, l, t0.Add(-time.Minute), "hot", 1, rules[0])
 			}
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			for range 200 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					res, err := l.Check(ctx, t0, "hot", rules, 1)
-					if err != nil {
-						t.Error(err)
-					}
-					if res.Allowed {
-						admitted.Add(1)
-					}
-				}()
-			}
-			wg.Wait()
-			if got, want := admitted.Load(), int64(100); got != want {
+			admitted := burst(t, 200, func(int) (Result, error) { return l.Check(ctx, t0, "hot", rules, 1) })
+			if got, want := admitted, int64(100); got != want {
 				t.Errorf("admitted %d of 200, want %d", got, want)
 			}
 			if got := load(t, mem, "hot", rules[0], t0); got != 100 {
@@ -298,26 +283,12 @@ func TestExactUnderConcurrencyStoreDecides(t *testing.T) {
 			for range 100 {
 				check(t, l, t0.Add(-time.Minute), "hot", 1, minute150)
 			}
-			var admitted atomic.Int64
-			var wg sync.WaitGroup
-			start := make(chan struct{})
-			for range 200 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					var res Result
-					if err := l.CheckInto(ctx, t0, "hot", tc.rules, 1, &res); err != nil {
-						t.Error(err)
-					}
-					if res.Allowed {
-						admitted.Add(1)
-					}
-				}()
-			}
-			close(start)
-			wg.Wait()
-			if got, want := admitted.Load(), int64(100); got != want {
+			admitted := burst(t, 200, func(int) (Result, error) {
+				var res Result
+				err := l.CheckInto(ctx, t0, "hot", tc.rules, 1, &res)
+				return res, err
+			})
+			if got, want := admitted, int64(100); got != want {
 				t.Errorf("admitted %d of 200, want %d", got, want)
 			}
 			if got := load(t, mem, "hot", minute150, t0); got != 100 {
@@ -325,6 +296,31 @@ func TestExactUnderConcurrencyStoreDecides(t *testing.T) {
 			}
 		})
 	}
+}
+
+// burst runs check in n goroutines released at once, g being each one's
+// number, and returns how many checks were admitted; an error fails the
+// test.
+func burst(t *testing.T, n int, check func(g int) (Result, error)) int64 {
+	t.Helper()
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range n {
+		wg.Go(func() {
+			<-start
+			res, err := check(g)
+			if err != nil {
+				t.Error(err)
+			}
+			if res.Allowed {
+				admitted.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return admitted.Load()
 }
 
 func TestOneRulePathMatchesGeneral(t *testing.T) {
