@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
@@ -94,11 +92,7 @@ func setup(ctx context.Context, getenv func(string) string, logs io.Writer) (htt
 func warm(ctx context.Context, client *dynamodb.Client, table string, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
 	defer cancel()
-	_, err := client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(table),
-		Key:       map[string]types.AttributeValue{dynamostore.KeyAttribute: &types.AttributeValueMemberS{Value: "slidegate:warm-up"}},
-	})
-	if err != nil {
+	if err := dynamostore.Probe(ctx, client, table); err != nil {
 		log.Warn("dynamodb warm-up failed", slog.String("table", table), slog.String("error", err.Error()))
 	}
 }

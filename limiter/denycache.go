@@ -104,18 +104,14 @@ func (c *denyCache) answer(id string, now time.Time, rules []Rule, cost int64, o
 		return window.Decision{}, false
 	}
 	sh.mu.Lock()
-	head := sh.m[id]
-	d := head
-	for d != nil && !d.matches(rules) {
-		d = d.next
-	}
+	d := sh.find(id, rules)
 	if d == nil || now.UnixNano() >= d.until {
 		// The request goes to the store, which may count it. A denial of
 		// id under another rule set that shares a counter with these
 		// rules (a check API request naming another plan: plans share
 		// "minute" and "day") would not see that count, and would answer
 		// later with too short a wait: it goes, with d if d expired.
-		c.dropSharing(sh, id, head, rules)
+		c.dropSharing(sh, id, sh.m[id], rules)
 		sh.mu.Unlock()
 		return window.Decision{}, false
 	}
@@ -282,7 +278,6 @@ func (c *denyCache) remember(id string, now time.Time, rules []Rule, prev, cur [
 	}
 }
 
-// clear drops every denial.
 // corrected records a correction of the clock from last, the newest time
 // seen before it, and drops every denial: they were decided in the time the
 // clock ran ahead.
@@ -292,15 +287,14 @@ func (c *denyCache) corrected(last int64) {
 	c.clear()
 }
 
+// clear drops every denial.
 func (c *denyCache) clear() {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		for id := range sh.m {
-			delete(sh.m, id)
-			sh.n.Add(-1)
-			c.size.Add(-1)
-		}
+		c.size.Add(-int64(len(sh.m)))
+		sh.n.Store(0)
+		clear(sh.m)
 		sh.mu.Unlock()
 	}
 }

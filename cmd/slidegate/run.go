@@ -17,8 +17,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
@@ -470,10 +468,7 @@ const tableCheckTimeout = 10 * time.Second
 func checkTable(ctx context.Context, client dynamostore.API, table string) error {
 	ctx, cancel := context.WithTimeout(ctx, tableCheckTimeout)
 	defer cancel()
-	_, err := client.GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(table),
-		Key:       map[string]types.AttributeValue{dynamostore.KeyAttribute: &types.AttributeValueMemberS{Value: "slidegate:start-check"}},
-	})
+	err := dynamostore.Probe(ctx, client, table)
 	var missing *types.ResourceNotFoundException
 	switch {
 	case errors.As(err, &missing):

@@ -128,3 +128,15 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 		}
 	}
 }
+
+// Probe reads from table a key no identity has: it reports whether the
+// table exists and can be read (a *types.ResourceNotFoundException when it
+// does not exist), and opens the connection (DNS, TLS) before the first
+// request needs it within its store_timeout.
+func Probe(ctx context.Context, c API, table string) error {
+	_, err := c.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String(table),
+		Key:       map[string]types.AttributeValue{KeyAttribute: &types.AttributeValueMemberS{Value: "slidegate:probe"}},
+	})
+	return err
+}

@@ -246,9 +246,7 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 	// read with no wait in between, which keeps the isolate exact.
 	s.g.Update(func(c Cells) {
 		for i, p := range prefixes {
-			own, _ := c.Get(p + s.iso)
-			sum, _ := c.Get(sumKey(p))
-			counts[i] = addCount(own.N, sum.N)
+			counts[i] = s.count(c, p)
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
@@ -268,13 +266,18 @@ func (s *Store) Peek(_ context.Context, id string, slots []kvstore.Slot, counts 
 	}
 	s.g.Update(func(c Cells) {
 		for i, sl := range slots {
-			p := SlotPrefix(id, sl)
-			own, _ := c.Get(p + s.iso)
-			sum, _ := c.Get(sumKey(p))
-			counts[i] = addCount(own.N, sum.N)
+			counts[i] = s.count(c, SlotPrefix(id, sl))
 		}
 	})
 	return nil
+}
+
+// count is the count of the slot with key prefix p as the isolate holds
+// it: its own total plus the other isolates' last listed sum.
+func (s *Store) count(c Cells, p string) int64 {
+	own, _ := c.Get(p + s.iso)
+	sum, _ := c.Get(sumKey(p))
+	return addCount(own.N, sum.N)
 }
 
 // addCount returns a + b, b negative taken as zero, saturated at
@@ -407,8 +410,13 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 	// that the client's first counts there find their writes run. They
 	// went back to the client's own requests until the next sweep, one
 	// instance alive per busy client for up to 10 s of every minute.
-	next, begin, length, follows := nextKey(key)
-	follows = follows && idle >= 0 && length >= flushBudget
+	var next string
+	var begin, length int64
+	follows := false
+	if idle >= 0 { // a lingering write: not on every step of a client's own
+		next, begin, length, follows = nextKey(key)
+		follows = follows && length >= flushBudget
+	}
 	for {
 		var total, wait, at int64
 		var expires time.Time
