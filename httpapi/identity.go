@@ -3,6 +3,7 @@ package httpapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"iter"
 	"net/http"
 	"net/netip"
 	"net/textproto"
@@ -158,37 +159,42 @@ func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
 		return peer, true
 	}
 	client := peer
-	vs := r.Header["X-Forwarded-For"]
-	for i := len(vs) - 1; i >= 0; i-- {
-		list := vs[i]
-		for list != "" {
-			var entry string
-			if j := strings.LastIndexByte(list, ','); j >= 0 {
-				entry, list = list[j+1:], list[:j]
-			} else {
-				entry, list = list, ""
-			}
-			entry = strings.TrimSpace(entry)
-			if entry == "" {
-				// RFC 9110 section 5.6.1.2: empty list elements are
-				// ignored, as empty lines are (a trailing comma made the
-				// proxy the client).
-				continue
-			}
-			a, ok := parseAddr(entry)
-			if !ok {
-				// A hop we cannot read: the last address we could trust
-				// is the best we know.
-				return client, true
-			}
-			client = a
-			if !h.trusted(a) {
-				return a, true
-			}
+	for entry := range hops(r.Header["X-Forwarded-For"]) {
+		a, ok := parseAddr(entry)
+		if !ok {
+			// A hop we cannot read: the last address we could trust
+			// is the best we know.
+			return client, true
+		}
+		client = a
+		if !h.trusted(a) {
+			return a, true
 		}
 	}
 	// Every hop is a trusted proxy: the request started inside.
 	return client, true
+}
+
+// hops yields the elements of the X-Forwarded-For field lines vs from the
+// right, trimmed. Empty elements are skipped, as RFC 9110 section 5.6.1.2
+// says to: a trailing comma must not make the proxy the client.
+func hops(vs []string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for i := len(vs) - 1; i >= 0; i-- {
+			list := vs[i]
+			for list != "" {
+				entry := list
+				if j := strings.LastIndexByte(list, ','); j >= 0 {
+					entry, list = list[j+1:], list[:j]
+				} else {
+					list = ""
+				}
+				if entry = strings.TrimSpace(entry); entry != "" && !yield(entry) {
+					return
+				}
+			}
+		}
+	}
 }
 
 func (h *Handler) trusted(a netip.Addr) bool { return contains(h.proxies, a) }

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
@@ -237,17 +236,14 @@ func ClientHeader(k string) bool {
 }
 
 // LastHop reports whether the last address of the X-Forwarded-For field
-// lines xff is ip.
+// lines xff is ip, read as the client's address is read: empty elements
+// skipped, and a port, brackets, a zone or IPv4-mapping allowed.
 func LastHop(xff []string, ip netip.Addr) bool {
-	if len(xff) == 0 {
-		return false
+	for entry := range hops(xff) {
+		a, ok := parseAddr(entry)
+		return ok && a == ip.Unmap().WithZone("")
 	}
-	v := xff[len(xff)-1]
-	if i := strings.LastIndexByte(v, ','); i >= 0 {
-		v = v[i+1:]
-	}
-	a, err := netip.ParseAddr(textproto.TrimString(v))
-	return err == nil && a.Unmap() == ip
+	return false
 }
 
 // forwardedFor returns the Forwarded element (RFC 7239) of a hop from

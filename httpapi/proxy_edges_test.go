@@ -87,17 +87,36 @@ func TestSwitchingProtocolsKeepsFields(t *testing.T) {
 	}
 }
 
-// TestLastHopIPv4Mapped: a proxy on a dual-stack socket writes an IPv4
-// peer as ::ffff:a.b.c.d; that is the same hop as the peer's IPv4
-// address, and the address is not appended to the chain a second time.
-func TestLastHopIPv4Mapped(t *testing.T) {
-	peer := netip.MustParseAddr("203.0.113.7")
-	for _, xff := range [][]string{{"198.51.100.1, ::ffff:203.0.113.7"}, {"198.51.100.1", "::ffff:203.0.113.7"}, {"203.0.113.7"}} {
-		if !LastHop(xff, peer) {
-			t.Errorf("LastHop(%q, %s) = false, want true", xff, peer)
+// TestLastHop: LastHop reads the last hop as clientAddr reads a hop. A
+// proxy on a dual-stack socket writes an IPv4 peer as ::ffff:a.b.c.d, some
+// write a port (Azure's gateways) or brackets, and a trailing comma is an
+// empty element: each is the peer's hop, which is not appended to the chain
+// a second time. (Read with netip.ParseAddr alone, the last three were
+// other hops, and the proxy wrote the peer twice.)
+func TestLastHop(t *testing.T) {
+	v4 := netip.MustParseAddr("203.0.113.7")
+	v6 := netip.MustParseAddr("2001:db8::7")
+	for _, c := range []struct {
+		xff  []string
+		peer netip.Addr
+		want bool
+	}{
+		{[]string{"198.51.100.1, ::ffff:203.0.113.7"}, v4, true},
+		{[]string{"198.51.100.1", "::ffff:203.0.113.7"}, v4, true},
+		{[]string{"203.0.113.7"}, v4, true},
+		{[]string{"198.51.100.1, 203.0.113.7:51234"}, v4, true},
+		{[]string{"198.51.100.1, [2001:db8::7]:443"}, v6, true},
+		{[]string{"[2001:db8::7]"}, v6, true},
+		{[]string{"198.51.100.1, 203.0.113.7, "}, v4, true},
+		{[]string{"198.51.100.1, 203.0.113.7", " "}, v4, true},
+		{[]string{"203.0.113.7, 198.51.100.1"}, v4, false},
+		{[]string{"203.0.113.7, 198.51.100.1:80"}, v4, false},
+		{[]string{"203.0.113.7, unknown"}, v4, false},
+		{[]string{" , "}, v4, false},
+		{nil, v4, false},
+	} {
+		if got := LastHop(c.xff, c.peer); got != c.want {
+			t.Errorf("LastHop(%q, %s) = %t, want %t", c.xff, c.peer, got, c.want)
 		}
-	}
-	if LastHop([]string{"203.0.113.7, 198.51.100.1"}, peer) {
-		t.Error("LastHop true for a chain that ends elsewhere")
 	}
 }
