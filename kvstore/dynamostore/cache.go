@@ -3,6 +3,7 @@ package dynamostore
 import (
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,8 +23,9 @@ const shardCount = 64
 const sweepEvery = time.Second
 
 // cache keeps, per identity, the counters of the last item DynamoDB returned.
-// Its values only ever come from the server, so they are lower bounds of the
-// stored counts (counters grow within their bucket), except that a concurrent
+// Its values only ever come from the server, or are lowered by an undo whose
+// answer was lost (lower), so they are lower bounds of the stored counts
+// (counters grow within their bucket), except that a concurrent
 // undo (a negative Add) can leave a cached count above the truth by the undone
 // amount until its bucket ends, which errs towards denial.
 //
@@ -134,6 +136,31 @@ func (c *cache) stale(id string, conds []kvstore.Cond) ([]string, int64) {
 		}
 	}
 	return old, e.ttl
+}
+
+// lower adds the negative Adds of conds to id's cached counts, never below
+// zero: an undo whose outcome is unknown, which keeps them lower bounds
+// whether DynamoDB applied it or not.
+func (c *cache) lower(id string, conds []kvstore.Cond) {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	e := sh.m[id]
+	if e == nil {
+		return
+	}
+	cells := slices.Clone(e.cells) // a returned item may share the array
+	for _, cd := range conds {
+		if cd.Add >= 0 {
+			continue
+		}
+		for i, cl := range cells {
+			if cl.bucket == cd.Bucket && cl.length == cd.Length && cl.name == cd.Name {
+				cells[i].count = max(cl.count+cd.Add, 0)
+			}
+		}
+	}
+	sh.m[id] = &entry{cells: cells, ttl: e.ttl}
 }
 
 // store parses item, caches it for id and returns its counters. With merge,

@@ -250,23 +250,32 @@ func TestWriteAbandoned(t *testing.T) {
 	}
 }
 
+// lostAnswer is a write DynamoDB applies whose answer the caller does not
+// get, and the context of the call.
+type lostAnswer struct {
+	name string
+	f    fault
+	ctx  func() (context.Context, context.CancelFunc)
+}
+
+// lostAnswers are the ways a write's answer is lost: a 500, and no answer
+// within store_timeout.
+func lostAnswers() []lostAnswer {
+	return []lostAnswer{
+		{"500", serverError, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+		{"store_timeout", fault{applied: true, hold: true}, func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 150*time.Millisecond)
+		}},
+	}
+}
+
 // TestCacheAfterLostAnswer: a Store whose write was applied but answered
 // with an error (a 500, or no answer within store_timeout) has a cache one
 // count short; the conditional write still holds the identity to its
 // limit: with a limit of 5 and the third write's answer lost, four more
 // requests are admitted, and the table holds 5.
 func TestCacheAfterLostAnswer(t *testing.T) {
-	tests := []struct {
-		name string
-		f    fault
-		ctx  func() (context.Context, context.CancelFunc)
-	}{
-		{"500", serverError, func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
-		{"store_timeout", fault{applied: true, hold: true}, func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 150*time.Millisecond)
-		}},
-	}
-	for _, tt := range tests {
+	for _, tt := range lostAnswers() {
 		t.Run(tt.name, func(t *testing.T) {
 			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, nthOf("UpdateItem", 3, tt.f))
 			tb := newTable(t, px.URL)
@@ -293,6 +302,51 @@ func TestCacheAfterLostAnswer(t *testing.T) {
 			}
 			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 5 {
 				t.Errorf("stored count %d, want 5", got)
+			}
+		})
+	}
+}
+
+// TestUndoWithLostAnswerKeepsCacheLow: a refund (a negative Add: the HTTP
+// layer taking back the ip_limits' count of a request the plan refused)
+// that DynamoDB applied but answered with an error (a 500, or no answer
+// within store_timeout) must not leave the Store's cache above the table:
+// a count loaded from the cache is taken as a lower bound, and a denial on
+// it is final (and remembered by the deny cache). With a limit of 3, three
+// admitted requests and one taken back, the table holds 2, and the next
+// request fits; a cache still at 3 refused it without asking DynamoDB.
+func TestUndoWithLostAnswerKeepsCacheLow(t *testing.T) {
+	for _, tt := range lostAnswers() {
+		t.Run(tt.name, func(t *testing.T) {
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, nthOf("UpdateItem", 4, tt.f))
+			tb := newTable(t, px.URL)
+			lim := limiter.New(limiter.Options{Store: tb.store(t)})
+			rules := []limiter.Rule{rule("minute", 3, time.Minute)}
+			ctx := context.Background()
+			var at time.Time
+			for i := range 3 {
+				res, err := lim.Check(ctx, t0.Add(time.Duration(i)*time.Second), "k", rules, 1)
+				if err != nil || !res.Allowed {
+					t.Fatalf("check %d: allowed %v, %v; want admitted", i+1, res.Allowed, err)
+				}
+				at = res.At
+			}
+			rctx, cancel := tt.ctx()
+			err := lim.Refund(rctx, at, "k", rules, 1)
+			cancel()
+			if err == nil {
+				t.Fatal("refund answered with an error: got none")
+			}
+			px.settle() // the refund has reached dynalite
+			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 2 {
+				t.Fatalf("stored count %d, want 2 (the refund applied)", got)
+			}
+			res, err := lim.Check(ctx, t0.Add(3*time.Second), "k", rules, 1)
+			if err != nil || !res.Allowed {
+				t.Errorf("next check: allowed %v (cached %v), %v; want admitted: the table holds 2 of 3", res.Allowed, res.Cached, err)
+			}
+			if got := tb.stored(t, "k")[attr("minute", time.Minute, t0)]; got != 3 {
+				t.Errorf("stored count %d, want 3", got)
 			}
 		})
 	}

@@ -148,6 +148,22 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 	if err != nil {
 		return err
 	}
+	if err := s.add(ctx, id, conds, in, undo); err != nil {
+		if undo {
+			// DynamoDB may have applied the undo (a 5xx, or no answer in
+			// time, after it did): the cached counts drop by it, so that
+			// they stay lower bounds. Left as they were, they stood above
+			// the table's, and the limiter refused on them, as final, a
+			// request the table had room for.
+			s.cache.lower(id, conds)
+		}
+		return err
+	}
+	return nil
+}
+
+// add sends the unconditional write in of conds and caches its answer.
+func (s *Store) add(ctx context.Context, id string, conds []kvstore.Cond, in *dynamodb.UpdateItemInput, undo bool) error {
 	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
 	if err != nil {
 		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
@@ -157,10 +173,8 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 	}
 	// An undo lowers counts: merging by maximum would keep the old, higher
 	// values, so the returned item replaces the cached one.
-	if _, err := s.cache.store(id, out.Attributes, !undo); err != nil {
-		return err
-	}
-	return nil
+	_, err = s.cache.store(id, out.Attributes, !undo)
+	return err
 }
 
 // AddIf implements kvstore.Conditional with one conditional UpdateItem.
