@@ -9,6 +9,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -501,9 +502,29 @@ func (p *proxy) target(r *http.Request) *url.URL {
 // when the origin answered before it had read the body (a streaming or
 // full-duplex origin, or one refusing an upload early), and the Worker must
 // not read it too (drain).
+//
+// When fetch fails, the part of the body it did not read is the Worker's
+// again: nobody else reads it, and under wrangler dev the client's
+// connection stalled with the upload half read, and the Worker answered no
+// request for about a minute (TestWorkerdOriginDownUpload). A read by a
+// subrequest's stream that was still pending then and the Worker's drain
+// take turns (mu): syumai's reader allows one read at a time.
 type requestBody struct {
-	io.ReadCloser
+	rc   io.ReadCloser
+	mu   sync.Mutex
 	sent atomic.Bool
+}
+
+func (b *requestBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rc.Read(p)
+}
+
+func (b *requestBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.rc.Close()
 }
 
 // trackBody wraps r's body, when it has one, in a requestBody, and returns
@@ -512,7 +533,7 @@ func trackBody(r *http.Request) *requestBody {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
-	b := &requestBody{ReadCloser: r.Body}
+	b := &requestBody{rc: r.Body}
 	r.Body = b
 	return b
 }
@@ -543,6 +564,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := p.rt.RoundTrip(out)
 	if err != nil {
+		if b, ok := body.(*requestBody); ok {
+			b.sent.Store(false) // drain reads what fetch left
+		}
 		// Logged as the local server's proxy logs it: an origin that
 		// failed at ERROR, a client that went away at INFO.
 		switch {

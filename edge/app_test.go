@@ -493,7 +493,9 @@ func TestProxy(t *testing.T) {
 // TestBodyHandedToOriginIsLeftAlone: a request body the proxy gives to the
 // origin's subrequest is no longer the Worker's to read (drain): the origin
 // may answer before it has read the body, and the subrequest reads on after
-// the handler has returned. Bodies the origin never gets stay the Worker's.
+// the handler has returned. Bodies the origin never gets stay the Worker's,
+// and so does what is left of one when the subrequest failed: nothing else
+// reads it.
 func TestBodyHandedToOriginIsLeftAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name, origin, method, path string
@@ -501,7 +503,7 @@ func TestBodyHandedToOriginIsLeftAlone(t *testing.T) {
 		unsent                     bool
 	}{
 		{"proxied POST", "https://origin.example.com", "POST", "/v1/items", &fakeOrigin{}, false},
-		{"proxied POST, origin down", "https://origin.example.com", "POST", "/v1/items", &fakeOrigin{err: errors.New("connection refused")}, false},
+		{"proxied POST, origin down", "https://origin.example.com", "POST", "/v1/items", &fakeOrigin{err: errors.New("connection refused")}, true},
 		{"GET, body not forwarded", "https://origin.example.com", "GET", "/v1/items", &fakeOrigin{}, true},
 		{"no origin", "", "POST", "/v1/items", &fakeOrigin{}, true},
 		{"check API", "https://origin.example.com", "POST", httpapi.CheckPath, &fakeOrigin{}, true},

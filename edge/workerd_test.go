@@ -163,6 +163,27 @@ func slidegateWorker(t testing.TB) *workerd.Worker {
 	return suite.worker
 }
 
+// workerWith starts, for t alone, the suite's Worker build under the
+// wrangler.toml text toml, whose main must be build/worker.mjs.
+func workerWith(t *testing.T, toml string) *workerd.Worker {
+	t.Helper()
+	slidegateWorker(t) // builds build/
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(suite.dir, "build"), filepath.Join(dir, "build")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "wrangler.toml"), []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w, err := workerd.Start(suite.wrangler, dir, httpapi.HealthPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	logOnFailure(t, "wrangler dev", w)
+	return w
+}
+
 // logOnFailure logs the last 4 KiB of w's output (named what) when t has
 // failed, at its end.
 func logOnFailure(t testing.TB, what string, w *workerd.Worker) {
@@ -956,11 +977,6 @@ func TestWorkerdEarlyAnswer(t *testing.T) {
 // an absent variable: the Worker ran on the default plans (the check API
 // answered "free", 60 a minute) and said nothing.
 func TestWorkerdConfigAsTable(t *testing.T) {
-	slidegateWorker(t) // builds build/
-	dir := t.TempDir()
-	if err := os.Symlink(filepath.Join(suite.dir, "build"), filepath.Join(dir, "build")); err != nil {
-		t.Fatal(err)
-	}
 	const toml = `name = "slidegate-table"
 main = "build/worker.mjs"
 compatibility_date = "2026-04-01"
@@ -977,15 +993,7 @@ default_plan = "gold"
 store_timeout = "10s"
 plans.gold.limits = [{name = "minute", limit = 7, window = "1m"}]
 `
-	if err := os.WriteFile(filepath.Join(dir, "wrangler.toml"), []byte(toml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	w, err := workerd.Start(suite.wrangler, dir, httpapi.HealthPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
-	logOnFailure(t, "wrangler dev", w)
+	w := workerWith(t, toml)
 	req, _ := http.NewRequest("POST", w.URL+httpapi.CheckPath, strings.NewReader(`{"key":"`+randomKey(t)+`"}`))
 	res, body := send(t, &http.Client{Timeout: 30 * time.Second}, req)
 	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), `"limit":7,`) || !strings.Contains(string(body), `"plan":"gold"`) {

@@ -1,0 +1,57 @@
+//go:build !(js && wasm)
+
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/internal/testenv"
+)
+
+// TestWorkerdOriginDownUpload: an upload to an origin that is down gets its
+// 502, and the Worker goes on answering. The Worker had marked the body as
+// the subrequest's and left it unread when fetch failed; the client's
+// upload stalled half read, and the next request, on a new connection, was
+// answered after about 70 s (the client below gives up after 30 s: a
+// bound on a hang, not a measurement). A JavaScript Worker passing
+// request.body to the same fetch did not stall.
+func TestWorkerdOriginDownUpload(t *testing.T) {
+	port, err := testenv.FreePort() // nothing listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	toml := fmt.Sprintf(`name = "slidegate-down"
+main = "build/worker.mjs"
+compatibility_date = "2026-04-01"
+
+[[kv_namespaces]]
+binding = "SLIDEGATE_KV"
+id = "test"
+
+[vars]
+ORIGIN_URL = "http://127.0.0.1:%d"
+SLIDEGATE_CONFIG = '{"plans": {"free": {"limits": [{"name": "minute", "limit": 1000, "window": "1m"}]}}, "default_plan": "free", "store_timeout": "10s"}'
+`, port)
+	w := workerWith(t, toml)
+	upload := bytes.Repeat([]byte("x"), 64<<10)
+	for i := range 2 {
+		// A client per request, so that no request waits on another's
+		// connection.
+		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+		req, _ := http.NewRequest("POST", w.URL+"/upload", bytes.NewReader(upload))
+		res, body := send(t, client, req)
+		if res.StatusCode != http.StatusBadGateway || res.Header.Get("Content-Type") != "application/problem+json" {
+			t.Errorf("upload %d: %s %q, want a 502 problem", i+1, res.Status, body)
+		}
+		client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+		req, _ = http.NewRequest("GET", w.URL+httpapi.HealthPath, nil)
+		if res, body := send(t, client, req); res.StatusCode != http.StatusOK {
+			t.Fatalf("after upload %d: health check %s %q", i+1, res.Status, body)
+		}
+	}
+}
