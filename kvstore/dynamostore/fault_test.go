@@ -351,3 +351,32 @@ func TestUndoWithLostAnswerKeepsCacheLow(t *testing.T) {
 		})
 	}
 }
+
+// TestUndoNotSentKeepsCache: an undo whose caller's budget is already
+// spent (the plan's write took all of store_timeout) is not sent, and the
+// count it would have taken back stands, in the table and in the cache:
+// the HTTP layer then decides the retry of the refused request on it.
+func TestUndoNotSentKeepsCache(t *testing.T) {
+	px := newFaultProxy(t, dynalite.Shared(t).Endpoint, func(string, int, []byte) fault { return fault{} })
+	tb := newTable(t, px.URL)
+	s := tb.store(t)
+	lim := limiter.New(limiter.Options{Store: s})
+	rules := []limiter.Rule{rule("minute", 3, time.Minute)}
+	res, err := lim.Check(context.Background(), t0, "k", rules, 1)
+	if err != nil || !res.Allowed {
+		t.Fatalf("check: allowed %v, %v; want admitted", res.Allowed, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := lim.Refund(ctx, res.At, "k", rules, 1); !errors.Is(err, context.Canceled) {
+		t.Fatalf("refund = %v, want context.Canceled", err)
+	}
+	if n := px.count("UpdateItem"); n != 1 {
+		t.Errorf("%d UpdateItem requests, want 1: the refund is not sent", n)
+	}
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	counts := make([]int64, 1)
+	if err := s.Load(context.Background(), "k", []kvstore.Slot{cur}, counts); err != nil || counts[0] != 1 {
+		t.Errorf("Load = %v, %v; want [1]: the count stands", counts, err)
+	}
+}

@@ -128,7 +128,9 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 }
 
 // Add implements kvstore.Store: one unconditional UpdateItem adding costs[i]
-// to slots[i]. Zero costs are skipped; when all are zero, no request is sent.
+// to slots[i]. Zero costs are skipped; when all are zero, no request is sent,
+// nor when ctx is done. An undo (negative costs) that fails once sent may
+// have been applied: the cached counts drop by it.
 func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	if len(costs) != len(slots) {
 		return fmt.Errorf("%w: %d costs, %d slots", ErrLength, len(costs), len(slots))
@@ -143,6 +145,11 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 	}
 	if len(conds) == 0 {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		// Not sent (the budget went to an earlier call): the counts
+		// stand, in the table and in the cache.
+		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
 	}
 	in, err := s.update(id, conds, false)
 	if err != nil {
