@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -126,7 +127,8 @@ func same(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
 
 // checkTemplate lists where tpl disagrees with the code: the table's key and
 // TTL attribute (dynamostore), the function's environment (this package),
-// its policy (dynamostore.Actions on this table only), runtime and build.
+// its policy (dynamostore.Actions on this table only), runtime and build,
+// and that its logs expire.
 func checkTemplate(tpl map[string]any) []string {
 	var bad []string
 	fail := func(format string, args ...any) { bad = append(bad, fmt.Sprintf(format, args...)) }
@@ -223,6 +225,14 @@ func checkTemplate(tpl map[string]any) []string {
 		fail("policy actions %v, want exactly %v", actions, want)
 	}
 
+	// Lambda's own log group (/aws/lambda/<name>) keeps every line, client
+	// addresses included, for ever, and stays behind when the stack goes.
+	logs, _ := at(props, "LoggingConfig", "LogGroup", "Ref").(string)
+	if got := at(tpl, "Resources", logs, "Type"); got != "AWS::Logs::LogGroup" {
+		fail("function LoggingConfig.LogGroup %v, want a !Ref of the template's AWS::Logs::LogGroup", at(props, "LoggingConfig"))
+	} else if days, err := strconv.Atoi(fmt.Sprint(at(tpl, "Resources", logs, "Properties", "RetentionInDays"))); err != nil || days < 1 {
+		fail("log group %s RetentionInDays %v, want a number of days", logs, at(tpl, "Resources", logs, "Properties", "RetentionInDays"))
+	}
 	if at(props, "FunctionUrlConfig") == nil && at(props, "Events") == nil {
 		fail("function has neither a Function URL nor an HTTP API event")
 	}
@@ -282,6 +292,8 @@ func TestTemplateCheckCatches(t *testing.T) {
 		{"arch", "- arm64", "- x86_64", "Architectures"},
 		{"deletion policy", "    DeletionPolicy: Delete\n", "", "DeletionPolicy"},
 		{"replace policy", "    UpdateReplacePolicy: Delete\n", "", "UpdateReplacePolicy"},
+		{"log group", "      LoggingConfig:\n        LogGroup: !Ref SlidegateLogs\n", "", "LoggingConfig"},
+		{"log retention", "      RetentionInDays: 30\n", "", "RetentionInDays"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
