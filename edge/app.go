@@ -549,7 +549,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, p.target(r).String(), body)
 	if err != nil {
-		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the request could not be forwarded")
+		httpapi.WriteProblem(w, http.StatusBadGateway, http.StatusText(http.StatusBadGateway), "the request could not be forwarded")
 		return
 	}
 	out.Header = r.Header.Clone() // joined as sent (joinRequestHeader)
@@ -567,16 +567,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if b, ok := body.(*requestBody); ok {
 			b.sent.Store(false) // drain reads what fetch left
 		}
-		// Logged as the local server's proxy logs it: an origin that
-		// failed at ERROR, a client that went away at INFO.
-		switch {
-		case p.log == nil:
-		case r.Context().Err() != nil:
-			p.log.InfoContext(r.Context(), "client went away before the origin answered", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
-		default:
-			p.log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "status", http.StatusBadGateway, "method", r.Method, "path", r.URL.Path)
-		}
-		httpapi.WriteProblem(w, http.StatusBadGateway, "origin unreachable", "the origin did not answer")
+		httpapi.OriginFailed(p.log, w, r, err)
 		return
 	}
 	defer res.Body.Close()

@@ -454,37 +454,50 @@ func TestProxy(t *testing.T) {
 			}
 		})
 	}
-	// An origin that fails is logged at ERROR, as by the local server's
-	// proxy; a client that went away first, at INFO.
+	// An origin that fails is answered and logged as by the local server's
+	// proxy (httpapi.OriginFailed): at ERROR; a client that went away
+	// first, at INFO; a timeout with a 504. The Worker had its own copy,
+	// which had drifted: a request whose context ran out was logged at
+	// INFO as a client that went away, and its problem had another title.
 	t.Run("origin down", func(t *testing.T) {
-		for _, gone := range []bool{false, true} {
+		expired, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+		defer cancel()
+		gone, cancel := context.WithCancel(context.Background())
+		cancel()
+		for _, c := range []struct {
+			name   string
+			ctx    context.Context
+			err    error
+			status int
+			log    string
+		}{
+			{"refused", context.Background(), errors.New("connection refused"), http.StatusBadGateway,
+				`"level":"ERROR","msg":"origin error","error":"connection refused","status":502,"method":"GET","path":"/x"`},
+			{"client gone", gone, errors.New("connection refused"), http.StatusBadGateway,
+				`"level":"INFO","msg":"client went away before the origin answered","error":"connection refused","method":"GET","path":"/x"`},
+			{"deadline", expired, context.DeadlineExceeded, http.StatusGatewayTimeout,
+				`"level":"ERROR","msg":"origin error","error":"context deadline exceeded","status":504,"method":"GET","path":"/x"`},
+		} {
 			var logs strings.Builder
 			e := env{Origin: "https://origin.example.com"}
 			d := testDeps(t, nil)
-			d.Transport = &fakeOrigin{err: errors.New("connection refused")}
+			d.Transport = &fakeOrigin{err: c.err}
 			d.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 			h, err := newHandler(e, d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := httptest.NewRequest("GET", "https://w.example.com/x?api_key=secret", nil)
+			r := httptest.NewRequestWithContext(c.ctx, "GET", "https://w.example.com/x?api_key=secret", nil)
 			r.Header.Set("CF-Connecting-IP", "203.0.113.7")
-			if gone {
-				ctx, cancel := context.WithCancel(r.Context())
-				cancel()
-				r = r.WithContext(ctx)
-			}
 			w := httptest.NewRecorder()
 			h.ServeHTTP(w, r)
-			if w.Code != http.StatusBadGateway || w.Header().Get("Content-Type") != "application/problem+json" {
-				t.Errorf("origin down: %d %s, want 502 problem+json", w.Code, w.Header().Get("Content-Type"))
+			local := httptest.NewRecorder()
+			httpapi.OriginFailed(nil, local, r, c.err)
+			if w.Code != c.status || w.Body.String() != local.Body.String() || w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%s: %d %s %s, want %d and the local server's problem %s", c.name, w.Code, w.Header().Get("Content-Type"), w.Body, c.status, local.Body)
 			}
-			want := `"level":"ERROR","msg":"origin error","error":"connection refused","status":502,"method":"GET","path":"/x"`
-			if gone {
-				want = `"level":"INFO","msg":"client went away before the origin answered","error":"connection refused","method":"GET","path":"/x"`
-			}
-			if !strings.Contains(logs.String(), want) || strings.Contains(logs.String(), "secret") {
-				t.Errorf("client gone %t: logs\n%s\nwant a line with %s and no query", gone, logs.String(), want)
+			if !strings.Contains(logs.String(), c.log) || strings.Contains(logs.String(), "secret") {
+				t.Errorf("%s: logs\n%s\nwant a line with %s and no query", c.name, logs.String(), c.log)
 			}
 		}
 	})

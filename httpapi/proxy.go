@@ -108,23 +108,31 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		Transport:  tr,
 		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			status, detail := http.StatusBadGateway, "the origin did not answer"
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				status, detail = http.StatusGatewayTimeout, "the origin did not answer in time"
-			}
-			switch {
-			case log == nil:
-			case errors.Is(r.Context().Err(), context.Canceled):
-				// The client closed its connection: nobody reads the
-				// answer, and the origin did nothing wrong.
-				log.InfoContext(r.Context(), "client went away before the origin answered", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
-			default:
-				log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "status", status, "method", r.Method, "path", r.URL.Path)
-			}
-			writeProblem(w, status, detail, nil)
+			OriginFailed(log, w, r, err)
 		},
 	}
+}
+
+// OriginFailed answers a request whose origin did not answer, err saying
+// why, and logs it with log (nil: not logged): a 504 problem when the
+// origin timed out, else a 502; at INFO when the client had closed its
+// connection (nobody reads the answer, and the origin did nothing wrong),
+// else at ERROR. The local server's proxy and the Worker's both answer
+// with it.
+func OriginFailed(log Logger, w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := http.StatusBadGateway, "the origin did not answer"
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		status, detail = http.StatusGatewayTimeout, "the origin did not answer in time"
+	}
+	switch {
+	case log == nil:
+	case errors.Is(r.Context().Err(), context.Canceled):
+		log.InfoContext(r.Context(), "client went away before the origin answered", "error", err.Error(), "method", r.Method, "path", r.URL.Path)
+	default:
+		log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "status", status, "method", r.Method, "path", r.URL.Path)
+	}
+	writeProblem(w, status, detail, nil)
 }
 
 // ParseOrigin parses the URL of the origin admitted requests go to: http
