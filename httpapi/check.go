@@ -290,7 +290,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setHeaders(w.Header(), p.planPolicy, p.planItems, v.ds[:v.n], v.deciding, now)
-	d := v.deciding
+	d := shown(v.ds[:v.n], v.deciding) // the numbers of X-RateLimit-*
 	resp := checkResponse{
 		Allowed:      d.Allowed,
 		Limit:        d.Limit,

@@ -94,8 +94,8 @@ func rateLimitHeader(items []string, ds []window.Decision) string {
 }
 
 // setHeaders writes the rate-limit headers of a decided request: both
-// standard fields for every rule decided, X-RateLimit-* for the deciding
-// rule, and Retry-After when it is denied. The values are built in one
+// standard fields for every rule decided, X-RateLimit-* for the rule
+// shown picks, and Retry-After when it is denied. The values are built in one
 // buffer and the header slices share one array: three allocations per
 // response whatever the number of rules. It returns the array:
 // RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining, -Reset and
@@ -105,11 +105,12 @@ func setHeaders(hd http.Header, policy string, items []string, ds []window.Decis
 	var end [5]int
 	b := appendRateLimit(buf[:0], items, ds)
 	end[0] = len(b)
-	b = strconv.AppendInt(b, deciding.Limit, 10)
+	trio := shown(ds, deciding)
+	b = strconv.AppendInt(b, trio.Limit, 10)
 	end[1] = len(b)
-	b = strconv.AppendInt(b, deciding.Remaining, 10)
+	b = strconv.AppendInt(b, trio.Remaining, 10)
 	end[2] = len(b)
-	b = strconv.AppendInt(b, resetEpoch(now, deciding.ResetAfter), 10)
+	b = strconv.AppendInt(b, resetEpoch(now, trio.ResetAfter), 10)
 	end[3] = len(b)
 	retry := !deciding.Allowed && deciding.RetryAfter != window.Never
 	if retry {
@@ -128,6 +129,25 @@ func setHeaders(hd http.Header, policy string, items []string, ds []window.Decis
 		hd[hRetry] = vals[5:6:6]
 	}
 	return vals
+}
+
+// shown returns the decision that X-RateLimit-* (and the check API's
+// top-level numbers) show: deciding, except that on an admitted request,
+// of the rules left with as little as deciding, the one whose whole quota
+// is back last. window.Combine breaks a tie in remaining by rule order,
+// and a client that waits for X-RateLimit-Reset when X-RateLimit-Remaining
+// is 0 (GitHub's convention) was sent back while the other rule of the tie
+// still refused it. ds are the decisions deciding was combined from.
+func shown(ds []window.Decision, deciding window.Decision) window.Decision {
+	if !deciding.Allowed {
+		return deciding // the longest wait: every rule admits by its Reset
+	}
+	for _, d := range ds {
+		if d.Remaining == deciding.Remaining && d.ResetAfter > deciding.ResetAfter {
+			deciding = d
+		}
+	}
+	return deciding
 }
 
 // retrySeconds is Retry-After in delta seconds: rounded up, so a client
