@@ -479,3 +479,35 @@ func TestAnswerWithoutCounters(t *testing.T) {
 		})
 	}
 }
+
+// TestTTLOfEachPeriod: for a rule of any period (a second, an odd 90 s, a
+// minute, a day, the longest window), the item lives at least until the
+// written bucket stops being read as the previous one (two periods from its
+// start): exactly then without MaxPeriod, and one period later with
+// MaxPeriod set to the rule's own period, never longer.
+func TestTTLOfEachPeriod(t *testing.T) {
+	for _, period := range []time.Duration{time.Second, 90 * time.Second, time.Minute, 24 * time.Hour, config.MaxWindow} {
+		b := window.Index(time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC), period)
+		sl := kvstore.Slot{Name: "r", Bucket: b, Length: period}
+		for _, tt := range []struct {
+			name string
+			opts []dynamostore.Option
+			want time.Time
+		}{
+			{"alone", nil, window.Start(b+2, period)},
+			{"MaxPeriod", []dynamostore.Option{dynamostore.MaxPeriod(period)}, window.Start(b+3, period)},
+		} {
+			t.Run(period.String()+"/"+tt.name, func(t *testing.T) {
+				api := &fakeAPI{update: returns(item(sl.Name+"#"+period.String()+"#"+fmt.Sprint(b), 1))}
+				s := mustNew(t, api, tt.opts...)
+				if ok, err := s.AddIf(context.Background(), "k", []kvstore.Cond{{Slot: sl, Max: 5, Add: 1}}, make([]int64, 1)); err != nil || !ok {
+					t.Fatalf("AddIf = %v, %v", ok, err)
+				}
+				got := resolve(api.updates[0], aws.ToString(api.updates[0].UpdateExpression))
+				if want := fmt.Sprintf("SET ttl = %d ADD ", tt.want.Unix()); !strings.HasPrefix(got, want) {
+					t.Errorf("update = %s, want prefix %s (bucket start + %s)", got, want, tt.want.Sub(window.Start(b, period)))
+				}
+			})
+		}
+	}
+}
