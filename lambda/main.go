@@ -10,6 +10,7 @@ import (
 )
 
 func main() {
+	limitMemory(os.Getenv)
 	h, err := setup(context.Background(), os.Getenv, os.Stderr)
 	if err != nil {
 		// An init error: Lambda reports it and retries the instance.
