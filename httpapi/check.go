@@ -280,6 +280,9 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 	defer verdicts.Put(v)
 	v.reset()
 	h.decide(r.Context(), now, "", nil, id, p, cost, v)
+	if v.aside != nil {
+		h.logStoreError(r, v.aside, v.asideAction, v.asideID, p)
+	}
 	if v.uncounted != nil {
 		h.logStoreError(r, v.uncounted, "deny", v.uncountedID, p)
 	}
@@ -299,10 +302,13 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		RetryAfterMS: retryMS(d.RetryAfter),
 		Policy:       d.Rule,
 		Plan:         p.name,
-		Rules:        make([]checkRule, v.n),
+		Rules:        make([]checkRule, 0, v.n),
 	}
-	for i, rd := range v.ds[:v.n] {
-		resp.Rules[i] = checkRule{
+	for _, rd := range v.ds[:v.n] {
+		if rd.Limit == 0 {
+			continue // not decided: its store failed (limiter.ErrSharedUnread)
+		}
+		resp.Rules = append(resp.Rules, checkRule{
 			Name:         rd.Rule,
 			Allowed:      rd.Allowed,
 			Limit:        rd.Limit,
@@ -310,7 +316,7 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 			Remaining:    rd.Remaining,
 			ResetAfterMS: ceilDiv(rd.ResetAfter, time.Millisecond),
 			RetryAfterMS: retryMS(rd.RetryAfter),
-		}
+		})
 	}
 	if !d.Allowed {
 		h.logDenied(r, id, p, cost, v)

@@ -140,6 +140,7 @@ type keyEntry struct {
 type plan struct {
 	name       string
 	rules      []limiter.Rule
+	localRules []limiter.Rule // the rules of local scope among rules
 	upgradeURL string
 	policy     string   // RateLimit-Policy of the pre-filter: ip_limits, then the plan
 	planPolicy string   // RateLimit-Policy of the check API: the plan only
@@ -202,6 +203,11 @@ func New(o Options) (*Handler, error) {
 		p := &plan{name: name, rules: rules(cp.Limits), upgradeURL: cp.UpgradeURL, minLimit: config.MaxLimit}
 		for _, l := range cp.Limits {
 			p.minLimit = min(p.minLimit, l.Limit)
+		}
+		for _, r := range p.rules {
+			if r.Local {
+				p.localRules = append(p.localRules, r)
+			}
 		}
 		var err error
 		if p.items, err = nameItems(all); err != nil {
@@ -369,9 +375,22 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	}
 	ipAt, ipN := v.res.At, v.n
 	if v.err = h.check1(ctx, now, id, p.rules, cost, v); v.err != nil {
-		if ipN > 0 && h.deny && !h.countDenied {
-			if err := h.lim.Refund(ctx, ipAt, ipID, ipRules, cost); err != nil {
-				v.setAside(err, keptIP, ipID)
+		if h.deny && !h.countDenied {
+			// The request is refused (503): what the local rules of the
+			// plan and the ip rules counted of it is taken back, on a
+			// budget of its own: the plan's check may have spent all of
+			// ctx's, and a refund on it was never sent (the count stayed,
+			// and the client met a 429 once the store was back).
+			rctx, cancel := h.refundContext(ctx)
+			defer cancel()
+			if errors.Is(v.err, limiter.ErrLocalCounted) {
+				// In memory: it does not fail.
+				_ = h.lim.Refund(rctx, v.res.At, id, p.localRules, cost)
+			}
+			if ipN > 0 {
+				if err := h.lim.Refund(rctx, ipAt, ipID, ipRules, cost); err != nil {
+					v.setAside(err, keptIP, ipID)
+				}
 			}
 		}
 		return
@@ -382,8 +401,25 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	}
 }
 
+// refundContext returns the context of a refund after a check on ctx: ctx
+// without its deadline or cancellation, bounded by store_timeout of its
+// own. The check may have spent ctx's whole budget, or the client gone,
+// and a count that is not taken back stays: the client's next request is
+// refused on a request never served. The memory stores do not wait: ctx
+// as it is.
+func (h *Handler) refundContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if h.inMemory {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), h.timeout)
+}
+
 // keptIP is the logged action of a refund of the ip rules that failed.
 const keptIP = "kept the ip_limits count of a refused request"
+
+// sharedUnread is the logged action of a denial by a plan's local rules
+// whose shared rules could not be read.
+const sharedUnread = "the plan's local rules denied alone, without the shared rules' wait"
 
 // setAside records a store error that leaves the answer standing, what was
 // done about it, and for whom (see verdict.aside).
@@ -403,7 +439,9 @@ func (v *verdict) setAside(err error, action, id string) {
 // now, like the plan's rules. A store error is set aside in v.
 func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) {
 	if !h.countDenied {
-		if err := h.lim.Refund(ctx, at, ipID, ipRules, cost); err != nil {
+		rctx, cancel := h.refundContext(ctx)
+		defer cancel()
+		if err := h.lim.Refund(rctx, at, ipID, ipRules, cost); err != nil {
 			v.setAside(err, keptIP, ipID)
 		}
 	}
@@ -426,10 +464,17 @@ func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, 
 // (limiter.ErrUncounted) is a denial, its error kept in v for the log.
 func (h *Handler) check1(ctx context.Context, now time.Time, id string, rules []limiter.Rule, cost int64, v *verdict) error {
 	if err := h.lim.CheckInto(ctx, now, id, rules, cost, &v.res); err != nil {
-		if !errors.Is(err, limiter.ErrUncounted) {
+		switch {
+		case errors.Is(err, limiter.ErrUncounted):
+			v.uncounted, v.uncountedID = err, id
+		case errors.Is(err, limiter.ErrSharedUnread):
+			// A denial by the plan's local rules: it stands in an
+			// outage. The shared rules' decisions are zero, and left
+			// out of the headers.
+			v.setAside(err, sharedUnread, id)
+		default:
 			return err
 		}
-		v.uncounted, v.uncountedID = err, id
 	}
 	v.add(&v.res)
 	v.deciding = v.res.Decision

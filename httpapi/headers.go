@@ -71,11 +71,17 @@ func nameItems(ls []config.Limit) ([]string, error) {
 // rounded up). items[i] is ds[i]'s name as nameItems serialized it. The
 // result is byte for byte what httpsfv.Marshal produces for the same list
 // (a test checks); appending it here costs no allocation instead of dozens.
+// A rule that was not decided (a zero decision: its store failed, see
+// limiter.ErrSharedUnread) has no item.
 //
 //	"minute";r=12;t=30, "day";r=9987;t=86400
 func appendRateLimit(b []byte, items []string, ds []window.Decision) []byte {
+	start := len(b)
 	for i, d := range ds {
-		if i > 0 {
+		if d.Limit == 0 {
+			continue
+		}
+		if len(b) > start {
 			b = append(b, ", "...)
 		}
 		b = append(b, items[i]...)

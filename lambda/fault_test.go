@@ -12,7 +12,6 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -146,14 +145,7 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 		_, _ = io.WriteString(w, "origin\n")
 	}))
 	t.Cleanup(origin.Close)
-	home := t.TempDir()
-	for k, v := range map[string]string{
-		"HOME": home, "AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
-		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "",
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "", "AWS_RETRY_MODE": "",
-	} {
-		t.Setenv(k, v)
-	}
+	awsEnv(t, "")
 	const headerKey, bodyKey = "sk_live_Raw-Key-1234567890", "sk_live_Body-Key-0987654321"
 	toOrigin := event(t, "functionurl-get.json")
 	toOrigin.Headers["x-api-key"] = headerKey

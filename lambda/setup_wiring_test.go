@@ -68,15 +68,23 @@ func fakeDynamoEnv(t *testing.T) *fakeDynamo {
 	f := &fakeDynamo{}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
+	awsEnv(t, srv.URL)
+	return f
+}
+
+// awsEnv gives the AWS SDK placeholder credentials, a region, no shared
+// configuration and no retry settings from the machine, and endpoint as
+// DynamoDB's endpoint when it is not empty.
+func awsEnv(t *testing.T, endpoint string) {
+	t.Helper()
 	home := t.TempDir()
 	for k, v := range map[string]string{
 		"HOME": home, "AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
 		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local", "AWS_SESSION_TOKEN": "",
-		"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "", "AWS_RETRY_MODE": "", "AWS_ENDPOINT_URL_DYNAMODB": srv.URL,
+		"AWS_EC2_METADATA_DISABLED": "true", "AWS_MAX_ATTEMPTS": "", "AWS_RETRY_MODE": "", "AWS_ENDPOINT_URL_DYNAMODB": endpoint,
 	} {
 		t.Setenv(k, v)
 	}
-	return f
 }
 
 // TestSetupWiresConfig: the handler setup builds from the environment

@@ -58,6 +58,20 @@ var (
 	// the failed scope's rules (local or shared), whose decisions report
 	// the state without it, while a scope counted before stays counted.
 	ErrUncounted = errors.New("limiter: the denied request's cost was not counted")
+	// ErrLocalCounted: the shared store failed after the rules of local
+	// scope admitted the request and counted its cost. A local rule holds
+	// in a store outage too, so the count stays: a caller that then
+	// refuses the request (on_store_error deny) takes it back with Refund
+	// of the local rules.
+	ErrLocalCounted = errors.New("limiter: the shared store failed; the local rules counted the request")
+	// ErrSharedUnread comes with a valid denial: the rules of local scope
+	// denied the request, and the shared store failed as the shared rules
+	// were read for the answer. Their decisions in the Result are zero
+	// (Limit 0), and the Decision is the local rules' alone: its
+	// RetryAfter is when they admit the request, which the shared rules
+	// may not yet do. With CountDenied the cost is counted in the local
+	// rules only.
+	ErrSharedUnread = errors.New("limiter: the local rules denied; the shared rules could not be read")
 )
 
 // Rule is a window.Rule with a scope.
@@ -225,10 +239,12 @@ func (l *Limiter) Latest() time.Time {
 // CountDenied). A cost of zero reads the state without counting.
 //
 // A non-nil error means a store failed or the arguments are invalid; a
-// denial is a Result with Allowed false, never an error. The one exception
-// is ErrUncounted (CountDenied): the Result is then a denial all the same,
-// and the error, wrapping ErrUncounted and the store's, says its cost was
-// not counted in every rule.
+// denial is a Result with Allowed false, never an error. The exceptions
+// come with a denial all the same: ErrUncounted (CountDenied: its cost was
+// not counted in every rule) and ErrSharedUnread (the local rules denied,
+// the shared ones could not be read). After ErrLocalCounted the local
+// rules' count of the request stands, for the caller to take back
+// (Refund) if it refuses the request.
 func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (Result, error) {
 	var res Result
 	err := l.CheckInto(ctx, now, id, rules, cost, &res)
@@ -379,8 +395,12 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		var ok bool
 		ok, err = l.group(ctx, l.shared, now, id, rules, false, cost, write && allowed, sc, res)
 		if err != nil {
-			if hasLocal && allowed && write {
-				l.undo(ctx, now, id, rules, true, cost, sc)
+			if hasLocal && write {
+				// The local rules decided, in memory: what they decided
+				// holds in an outage. They were taken back, so that under
+				// on_store_error allow a plan's local flood guard let
+				// every request through, counting none.
+				return l.sharedFailed(ctx, now, caller, id, rules, cost, allowed, sc, res, err)
 			}
 			return err
 		}
@@ -398,7 +418,7 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		// the request is refused either way, and the error says what is
 		// missing (turned into a store error, it would be let through
 		// under on_store_error allow).
-		err = l.punish(ctx, now, id, rules, cost, sc, res)
+		err = l.punish(ctx, now, id, rules, cost, sc, res, false)
 	case !allowed || !write:
 		uncount(now, rules, cost, sc, res)
 	}
@@ -408,6 +428,43 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 	}
 	res.since(caller)
 	return err
+}
+
+// sharedFailed ends a counting check whose shared rules failed with err
+// after its local rules decided (allowed: they admitted and counted the
+// request): ErrLocalCounted, or a denial by the local rules alone
+// (ErrSharedUnread).
+func (l *Limiter) sharedFailed(ctx context.Context, now, caller time.Time, id string, rules []Rule, cost int64, allowed bool, sc *scratch, res *Result, err error) error {
+	if allowed {
+		res.since(caller)
+		return fmt.Errorf("%w: %w", ErrLocalCounted, err)
+	}
+	var local [MaxRules]window.Decision
+	n := 0
+	for i, r := range rules {
+		if !r.Local {
+			res.Rules[i] = window.Decision{}
+			continue
+		}
+		local[n] = res.Rules[i]
+		n++
+	}
+	if l.countDenied {
+		// The local store is in memory and does not fail.
+		_ = l.punish(ctx, now, id, rules, cost, sc, res, true)
+		n = 0
+		for i, r := range rules {
+			if r.Local {
+				local[n] = res.Rules[i]
+				n++
+			}
+		}
+	} else {
+		uncount(now, rules, cost, sc, res)
+	}
+	res.Decision = window.Combine(local[:n])
+	res.since(caller)
+	return fmt.Errorf("%w: %w", ErrSharedUnread, err)
 }
 
 // validRules reports whether rules can be decided: 1 to MaxRules of them,
@@ -668,10 +725,15 @@ func (l *Limiter) addCur(ctx context.Context, now time.Time, id string, rules []
 // RetryAfter is the moment every rule admits the retry. When a scope's add
 // fails (ErrUncounted), its rules report the state without the cost, and
 // the rules of a scope counted before it are re-decided all the same.
-func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, sc *scratch, res *Result) error {
+// localOnly counts and re-decides the local rules alone (the shared store
+// has failed: sharedFailed).
+func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, sc *scratch, res *Result, localOnly bool) error {
 	var uncounted error
 	var counted [2]bool // by scope: local, shared
 	for k, local := range [2]bool{true, false} {
+		if !local && localOnly {
+			break
+		}
 		if local && res.localKept(rules) {
 			counted[k] = true // the local group's add was kept
 			continue

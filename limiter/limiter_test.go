@@ -866,15 +866,51 @@ func TestOneRuleStoreError(t *testing.T) {
 	}
 }
 
-func TestLocalUndoneOnSharedError(t *testing.T) {
-	local := memstore.New()
-	l := New(Options{Store: &counting{Conditional: memstore.New(), fail: errors.New("down")}, Local: local})
-	flood := Rule{Rule: window.Rule{Name: "ip-second", Limit: 3, Period: time.Second}, Local: true}
-	if _, err := l.Check(ctx, t0, "k", []Rule{flood, minute}, 1); err == nil {
-		t.Fatal("want the store error")
-	}
-	if got := load(t, local, "k", flood, t0); got != 0 {
-		t.Errorf("local count = %d after a failed check, want 0", got)
+// TestLocalRulesHoldOnSharedError: a local rule is decided in memory, and
+// what it decides holds when the shared store fails. The local count of a
+// request it admitted stays (ErrLocalCounted: the caller takes it back with
+// Refund if it refuses the request), and its denial is a denial
+// (ErrSharedUnread), counted under CountDenied. The count was taken back
+// and the denial returned as a store error, so under on_store_error allow
+// a plan's local flood guard let every request through, counting none.
+func TestLocalRulesHoldOnSharedError(t *testing.T) {
+	down := errors.New("down")
+	flood := Rule{Rule: window.Rule{Name: "ip-second", Limit: 1, Period: time.Second}, Local: true}
+	rules := []Rule{minute, flood} // the shared rule first: its zero decision must not decide
+	for _, countDenied := range []bool{false, true} {
+		local := memstore.New()
+		l := New(Options{Store: &counting{Conditional: memstore.New(), fail: down}, Local: local, CountDenied: countDenied})
+		_, err := l.Check(ctx, t0, "k", rules, 1)
+		if !errors.Is(err, ErrLocalCounted) || !errors.Is(err, down) {
+			t.Fatalf("count denied %t: first check: %v, want ErrLocalCounted wrapping the store's error", countDenied, err)
+		}
+		if got := load(t, local, "k", flood, t0); got != 1 {
+			t.Errorf("count denied %t: local count %d after the first check, want 1 (kept)", countDenied, got)
+		}
+		res, err := l.Check(ctx, t0, "k", rules, 1)
+		if !errors.Is(err, ErrSharedUnread) || !errors.Is(err, down) {
+			t.Fatalf("count denied %t: second check: %v, want ErrSharedUnread wrapping the store's error", countDenied, err)
+		}
+		want := flood.Decide(t0, 0, 1, 1) // the one admitted request counted
+		if countDenied {
+			want = flood.Decide(t0, 0, 2, 1) // and the denied one
+		}
+		if res.Decision != want || res.N != 2 || res.Rules[0] != (window.Decision{}) || res.Rules[1] != want {
+			t.Errorf("count denied %t: second check: %+v\nrules %+v\nwant the local denial %+v alone, the shared rule's decision zero", countDenied, res.Decision, res.All(), want)
+		}
+		wantCount := int64(1)
+		if countDenied {
+			wantCount = 2
+		}
+		if got := load(t, local, "k", flood, t0); got != wantCount {
+			t.Errorf("count denied %t: local count %d after the denial, want %d", countDenied, got, wantCount)
+		}
+		if err := l.Refund(ctx, t0, "k", []Rule{flood}, 1); err != nil {
+			t.Fatal(err)
+		}
+		if got := load(t, local, "k", flood, t0); got != wantCount-1 {
+			t.Errorf("count denied %t: local count %d after a refund, want %d", countDenied, got, wantCount-1)
+		}
 	}
 }
 

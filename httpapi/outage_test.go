@@ -1,0 +1,124 @@
+package httpapi
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// TestPlanLocalRulesHoldInOutage: a plan's rule of local scope is counted
+// in memory, and holds while the shared store fails. Under on_store_error
+// allow it admits the first two requests of a minute and refuses the next
+// with a 429 naming it, Retry-After included, and the store error logged;
+// under deny every request gets its 503 and the local rule's count of it
+// is taken back. The local count was taken back in both cases and the
+// local rule's denial answered as a store error: under allow, every
+// request went through, counted by nothing.
+func TestPlanLocalRulesHoldInOutage(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		codes  []int
+		count  int64 // the local rule's count after
+	}{
+		{"allow", []int{200, 200, 429, 429}, 2},
+		{"deny", []int{503, 503, 503, 503}, 0},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			local := memstore.New()
+			cfg := testConfig(t, func(m map[string]any) {
+				m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+					map[string]any{"name": "day", "limit": 1000, "window": "24h"},
+					map[string]any{"name": "burst", "limit": 2, "window": "1m", "scope": "local"}}}}
+				m["api_keys"], m["costs"], m["ip_limits"] = map[string]any{}, []any{}, []any{}
+				m["on_store_error"] = tc.policy
+			})
+			f := newFixture(t, cfg, func(o *Options) { o.Local, o.Store = local, &failStore{} })
+			for i, want := range tc.codes {
+				w := f.do(req{})
+				if w.Code != want {
+					t.Fatalf("request %d: %d, want %d; logs:\n%s", i+1, w.Code, want, f.logs)
+				}
+				if want != 429 {
+					continue
+				}
+				if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, `"burst";r=0;t=`) || strings.Contains(got, "day") {
+					t.Errorf("request %d: RateLimit %q, want the local rule's item alone", i+1, got)
+				}
+				if w.Header().Get("Retry-After") == "" || w.Header().Get("X-RateLimit-Limit") != "2" {
+					t.Errorf("request %d: Retry-After %q, X-RateLimit-Limit %q; want a wait and the local rule's 2", i+1, w.Header().Get("Retry-After"), w.Header().Get("X-RateLimit-Limit"))
+				}
+			}
+			slot := kvstore.Slot{Name: "burst", Bucket: window.Index(f.clock.t, time.Minute), Length: time.Minute}
+			counts := []int64{0}
+			if err := local.Load(context.Background(), "ip:192.0.2.1", []kvstore.Slot{slot}, counts); err != nil {
+				t.Fatal(err)
+			}
+			if counts[0] != tc.count {
+				t.Errorf("local rule's count %d after the requests, want %d", counts[0], tc.count)
+			}
+			if tc.policy == "allow" && !strings.Contains(f.logs.String(), sharedUnread) {
+				t.Errorf("no store error line for the local denial:\n%s", f.logs)
+			}
+		})
+	}
+}
+
+// heldPlan is a memory store that holds every call touching the plan's
+// rule "day" until its context is done, and, as a remote store does,
+// sends nothing on a context already done. It is a plain kvstore.Store
+// (read, then record behind), as Workers KV is.
+type heldPlan struct{ s *memstore.Store }
+
+func (s heldPlan) wait(ctx context.Context, slots []kvstore.Slot) error {
+	for _, sl := range slots {
+		if sl.Name == "day" {
+			<-ctx.Done()
+		}
+	}
+	return ctx.Err()
+}
+
+func (s heldPlan) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	if err := s.wait(ctx, slots); err != nil {
+		return err
+	}
+	return s.s.Load(ctx, id, slots, counts)
+}
+
+func (s heldPlan) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	if err := s.wait(ctx, slots); err != nil {
+		return err
+	}
+	return s.s.Add(ctx, id, slots, costs)
+}
+
+// TestRefundAfterPlanTimeout: under on_store_error deny, a request whose
+// plan check used up store_timeout gets its 503, and the ip rules' count of
+// it is taken back on a budget of its own. The refund ran on the spent
+// context and was never sent: after two such requests the client's ip
+// rule (2 a minute) stood at 2, and once the store answered again the
+// client got a 429 for requests that were never served.
+func TestRefundAfterPlanTimeout(t *testing.T) {
+	shared := memstore.New()
+	cfg := testConfig(t, func(m map[string]any) {
+		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+			map[string]any{"name": "day", "limit": 100, "window": "24h"}}}}
+		m["api_keys"], m["costs"] = map[string]any{}, []any{}
+		m["ip_limits"] = []any{map[string]any{"name": "ip-min", "limit": 2, "window": "1m", "scope": "shared"}}
+		m["on_store_error"], m["store_timeout"] = "deny", "20ms"
+	})
+	f := newFixture(t, cfg, func(o *Options) { o.Store = heldPlan{shared} })
+	for i := range 2 {
+		if w := f.do(req{}); w.Code != 503 {
+			t.Fatalf("request %d: %d, want 503", i+1, w.Code)
+		}
+	}
+	if got := ipCount(t, shared, f.clock.t); got != 0 {
+		t.Errorf("ip rule count %d after two refused requests, want 0 (taken back); logs:\n%s", got, f.logs)
+	}
+}
