@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/dunglas/httpsfv"
 )
 
 // ownHeaders are the fields the pre-filter sets before the origin answers:
@@ -33,7 +35,8 @@ const nDecided = 5
 //     report the one closest to being reached; on a tie, or when the
 //     origin's Remaining is not one integer, the pre-filter's.
 //     RateLimit and RateLimit-Policy are structured-field lists, so the
-//     origin's items simply follow the pre-filter's.
+//     origin's items follow the pre-filter's, unless they would make
+//     either field no list (settleLists).
 //   - httputil.ReverseProxy empties the header map after passing on an
 //     informational answer (103 Early Hints), which took the pre-filter's
 //     fields off the final answer. They are put back.
@@ -194,6 +197,9 @@ func (w *originWriter) settle() {
 		}
 	}
 	settleTrio(hd, &trio, w.remaining) // a trio the pre-filter did not set is left alone
+	if w.own[3] != "" && w.own[4] != "" {
+		settleLists(hd)
+	}
 	if w.cors && len(hd["Access-Control-Allow-Origin"]) > 0 {
 		// The origin lets the page read its answer; let it read the
 		// rate-limit fields too (a list field: a line of its own).
@@ -204,6 +210,27 @@ func (w *originWriter) settle() {
 // same reports whether a and b are one string, not two equal ones.
 func same(a, b string) bool {
 	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
+// settleLists drops the origin's RateLimit and RateLimit-Policy lines,
+// which follow the pre-filter's in hd, when either field is then no
+// structured-field list. A client ignores a RateLimit it cannot parse
+// (draft-ietf-httpapi-ratelimit-headers-10, section 7), so an origin
+// writing an older draft's form (express-rate-limit's draft-7 mode sends
+// the dictionary "limit=100, remaining=25, reset=5") took the pre-filter's
+// items with it. The two go together: a policy without its items, or
+// items without their policy, would not be read right either.
+func settleLists(hd http.Header) {
+	pol, rl := hd[hPolicy], hd[hRateLimit]
+	if len(pol) < 2 && len(rl) < 2 {
+		return // the origin sent neither
+	}
+	if _, err := httpsfv.UnmarshalList(pol); err == nil {
+		if _, err := httpsfv.UnmarshalList(rl); err == nil {
+			return
+		}
+	}
+	hd[hPolicy], hd[hRateLimit] = pol[:1:1], rl[:1:1]
 }
 
 // settleTrio keeps one X-RateLimit trio when the origin added its own to
