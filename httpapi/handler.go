@@ -545,7 +545,11 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 	if v.deciding.Allowed {
 		return own, v.deciding.Remaining, true
 	}
-	h.logDenied(r, id, p, cost, v)
+	if h.ipRule(v.deciding.Rule) {
+		h.logDenied(r, ipID, p, cost, v) // the ip rules decided, on the IP
+	} else {
+		h.logDenied(r, id, p, cost, v)
+	}
 	if !h.shadow {
 		h.allowCORS(hd, r)
 		writeTooMany(w, p, v)
@@ -589,6 +593,17 @@ func (h *Handler) logStoreError(r *http.Request, err error, action, id string, p
 		"method", r.Method,
 		"path", r.URL.Path,
 	)
+}
+
+// ipRule reports whether name is one of the ip rules' (rule names are
+// unique across ip_limits and each plan).
+func (h *Handler) ipRule(name string) bool {
+	for _, r := range h.ipRules {
+		if r.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *verdict) {
