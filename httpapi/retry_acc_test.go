@@ -283,6 +283,9 @@ func testRetryAfterExact(t *testing.T, sc accScenario, st accStore, countDenied 
 		rng := rand.New(rand.NewPCG(seed, 11))
 		run, shadow := newAccRun(t, cfg, st), newAccRun(t, shadowCfg, st)
 		at := t0.Add(time.Duration(rng.Int64N(int64(time.Minute))))
+		if seed == 2 { // across midnight UTC, where the day's bucket ends
+			at = t0.Truncate(24 * time.Hour).Add(24*time.Hour - 20*time.Second)
+		}
 		var history []timedReq
 		checked, reset := 0, 0
 		replay := func(when time.Time, r req) accAnswer {
