@@ -35,6 +35,9 @@ type fault struct {
 	body    string // the answer's body instead of an error naming code; "" with code ""
 	drop    bool   // close the connection instead of answering
 	hold    bool   // answer only once the client has gone
+	// delay holds the answer this long (less if the client goes first):
+	// a round trip of a known least duration, whatever the machine's pace.
+	delay time.Duration
 	// oldItem adds the stored item to a failed condition's answer, as
 	// DynamoDB does (ReturnValuesOnConditionCheckFailure ALL_OLD) and
 	// dynalite 4.0.0 does not.
@@ -105,6 +108,13 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 				p.mu.Lock()
 				p.lost++
 				p.mu.Unlock()
+			}
+		}
+		if f.delay > 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(f.delay):
 			}
 		}
 		if f.hold {
@@ -321,7 +331,15 @@ func TestThrottledWriteIsRetried(t *testing.T) {
 // exceeded" after the whole budget, so under the default store_timeout
 // (50 ms: two 20 ms backoffs and three round trips) DynamoDB's throttling
 // was logged as a timeout and never named.
+//
+// The failing answer takes half the deadline (half): a retry, its backoff
+// and an attempt as long again, cannot be answered in time, whatever the
+// machine's pace. The deadline used to be one backoff (20 ms), which a
+// loaded machine (-race, a CPU busy elsewhere) spent before the first
+// answer came back: the call ended with the deadline's error, not the
+// store's (35 of 80 runs under load).
 func TestNoRetryPastDeadline(t *testing.T) {
+	const half = 2 * time.Second // the first answer's lateness it allows, too
 	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
 	tests := []struct {
 		name, op, code string
@@ -342,10 +360,11 @@ func TestNoRetryPastDeadline(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each waits for its late answer
 			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, func(op string, _ int, _ []byte) fault {
 				switch {
 				case op == tt.op:
-					return fault{status: tt.status, code: tt.code}
+					return fault{status: tt.status, code: tt.code, delay: half}
 				case op == "UpdateItem":
 					// Answered here, without the item (as dynalite
 					// does): the Store reads it.
@@ -354,9 +373,10 @@ func TestNoRetryPastDeadline(t *testing.T) {
 				return fault{}
 			})
 			tb := newTable(t, px.URL)
-			// Less time than one backoff: no retry can be answered in time.
-			// Every answer within it comes from the proxy, not dynalite.
-			ctx, cancel := context.WithTimeout(context.Background(), dynamostore.MaxBackoff)
+			// Twice the failing answer's delay: no retry can be answered
+			// in time. Every answer within it comes from the proxy, not
+			// dynalite.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*half)
 			defer cancel()
 			err := tt.call(ctx, tb.store(t))
 			var api smithy.APIError
