@@ -113,6 +113,7 @@ type Handler struct {
 	unlistedIP bool // identity.unlisted_keys = ip
 
 	ipRules []limiter.Rule
+	ipLocal []limiter.Rule // the rules of local scope among ipRules
 	plans   map[string]*plan
 	defPlan *plan
 	keys    map[string]keyEntry // sha256 hex → plan and identity
@@ -181,6 +182,7 @@ func New(o Options) (*Handler, error) {
 		v6bits:      cfg.Identity.IPv6Prefix,
 		unlistedIP:  cfg.Identity.UnlistedKeys == config.UnlistedIP,
 		ipRules:     rules(cfg.IPLimits),
+		ipLocal:     localRules(rules(cfg.IPLimits)),
 		plans:       make(map[string]*plan, len(cfg.Plans)),
 		keys:        make(map[string]keyEntry, len(cfg.APIKeys)),
 		costs:       cfg.Costs,
@@ -204,11 +206,7 @@ func New(o Options) (*Handler, error) {
 		for _, l := range cp.Limits {
 			p.minLimit = min(p.minLimit, l.Limit)
 		}
-		for _, r := range p.rules {
-			if r.Local {
-				p.localRules = append(p.localRules, r)
-			}
-		}
+		p.localRules = localRules(p.rules)
 		var err error
 		if p.items, err = nameItems(all); err != nil {
 			return nil, fmt.Errorf("httpapi: plan %q: %w", name, err)
@@ -258,6 +256,17 @@ func rules(ls []config.Limit) []limiter.Rule {
 	out := make([]limiter.Rule, len(ls))
 	for i, l := range ls {
 		out[i] = limiter.Rule{Rule: window.Rule{Name: l.Name, Limit: l.Limit, Period: l.Period()}, Local: l.IsLocal()}
+	}
+	return out
+}
+
+// localRules returns the rules of local scope among rs.
+func localRules(rs []limiter.Rule) []limiter.Rule {
+	var out []limiter.Rule
+	for _, r := range rs {
+		if r.Local {
+			out = append(out, r)
+		}
 	}
 	return out
 }
@@ -341,9 +350,13 @@ func (v *verdict) add(res *limiter.Result) {
 // error under on_store_error deny) the ip rules' count is taken back. With
 // count_denied it stays, and the ip rules are decided again on it. Either
 // way Retry-After is never earlier than the ip rules would admit the
-// request. Shadow mode changes what is answered, not what is counted. The
-// limiter calls are the only store access and share one store_timeout
-// budget. It fills v, which must be empty (reset).
+// request. Local rules hold when the shared store fails: under
+// on_store_error allow their denial is a 429 (ip rules' or plan's), and a
+// request refused on a store error is taken back from them. Shadow mode
+// changes what is answered, not what is counted. The limiter calls are the
+// only store access and share one store_timeout budget, but for refunds,
+// which have one of their own (refundContext). It fills v, which must be
+// empty (reset).
 func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRules []limiter.Rule, id string, p *plan, cost int64, v *verdict) {
 	if !h.inMemory {
 		// A timer per request is a measurable share of the pre-filter's
@@ -354,6 +367,14 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	}
 	if len(ipRules) > 0 {
 		if v.err = h.check1(ctx, now, ipID, ipRules, cost, v); v.err != nil {
+			switch {
+			case !h.deny && len(p.localRules) > 0:
+				h.planAfterIPError(ctx, now, ipID, len(ipRules), id, p, cost, v)
+			case h.deny && !h.countDenied && errors.Is(v.err, limiter.ErrLocalCounted):
+				// Refused (503): the local ip rules' count of it is
+				// taken back, in memory, as the plan's is below.
+				_ = h.lim.Refund(ctx, v.res.At, ipID, h.ipLocal, cost)
+			}
 			return
 		}
 		if !v.deciding.Allowed || len(p.rules) == 0 {
@@ -398,6 +419,30 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	v.deciding = window.Combine(v.ds[:v.n])
 	if ipN > 0 && !v.deciding.Allowed {
 		h.settleIP(ctx, now, ipAt, ipID, ipRules, cost, v)
+	}
+}
+
+// planAfterIPError decides by the plan's rules a request whose ip rules
+// (nIP of them) failed with the store error v.err, under on_store_error
+// allow: the plan's local rules hold in an outage, as they do without
+// ip_limits. Their denial is the answer (a 429), the ip rules undecided
+// (zero decisions: no items) and their error set aside; otherwise v.err
+// stands and the request goes through as a store error. A shared ip rule
+// failing first let every request past the plan's local flood guard.
+func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID string, nIP int, id string, p *plan, cost int64, v *verdict) {
+	ipErr, ipAt := v.err, v.res.At
+	clear(v.ds[:nIP])
+	v.n = nIP
+	if err := h.check1(ctx, now, id, p.rules, cost, v); err != nil || v.deciding.Allowed {
+		return
+	}
+	v.err = nil
+	if !h.countDenied && errors.Is(ipErr, limiter.ErrLocalCounted) {
+		// In memory: it does not fail.
+		_ = h.lim.Refund(ctx, ipAt, ipID, h.ipLocal, cost)
+	}
+	if v.aside == nil {
+		v.setAside(ipErr, "the plan decided alone, without ip_limits", ipID)
 	}
 }
 
