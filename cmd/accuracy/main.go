@@ -32,6 +32,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", def.Seed, "seed of the trace generators")
 	quick := fs.Bool("quick", false, "short traces (for tests; the numbers are not the published ones)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // -h: the usage is printed, nothing failed
+		}
 		return fmt.Errorf("accuracy: %w", err)
 	}
 	switch {

@@ -57,6 +57,17 @@ func TestRunRejectsBadArguments(t *testing.T) {
 	}
 }
 
+// TestRunHelp: -h prints the flags and is no failure (it exited with
+// status 2, as for a bad argument).
+func TestRunHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "-help", "--help"} {
+		var stdout, stderr bytes.Buffer
+		if err := run([]string{arg}, &stdout, &stderr); err != nil || !strings.Contains(stderr.String(), "-out") {
+			t.Errorf("run(%s) = %v, usage %q; want nil and the flags", arg, err, stderr.String())
+		}
+	}
+}
+
 // TestRunReportsUnwritableDir points -out at a regular file.
 func TestRunReportsUnwritableDir(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "file")
