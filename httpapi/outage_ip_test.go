@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/memstore"
 	"github.com/slidegate/slidegate/window"
@@ -91,16 +92,8 @@ func TestPlanLocalRulesBehindSharedIPRule(t *testing.T) {
 		{"mixed ip rules", []any{local, shared}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := testConfig(t, func(m map[string]any) {
-				m["ip_limits"] = tc.ip
-				m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
-					map[string]any{"name": "day", "limit": 1000, "window": "24h"},
-					map[string]any{"name": "burst", "limit": 2, "window": "1m", "scope": "local"}}}}
-				m["api_keys"], m["costs"] = map[string]any{}, []any{}
-				m["on_store_error"] = "allow"
-			})
 			mem := memstore.New()
-			f := newFixture(t, cfg, func(o *Options) { o.Local, o.Store = mem, &outage{s: memstore.New(), down: true} })
+			f := newFixture(t, burstConfig(t, tc.ip, 2), func(o *Options) { o.Local, o.Store = mem, &outage{s: memstore.New(), down: true} })
 			var codes []int
 			for i := range 4 {
 				w := f.do(req{})
@@ -130,4 +123,19 @@ func TestPlanLocalRulesBehindSharedIPRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// burstConfig is a configuration of ip_limits ip and one plan: a shared
+// "day" rule and a local "burst" flood guard of burst a minute, under
+// on_store_error allow.
+func burstConfig(t *testing.T, ip []any, burst int) *config.Config {
+	t.Helper()
+	return testConfig(t, func(m map[string]any) {
+		m["ip_limits"] = ip
+		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+			map[string]any{"name": "day", "limit": 1000, "window": "24h"},
+			map[string]any{"name": "burst", "limit": burst, "window": "1m", "scope": "local"}}}}
+		m["api_keys"], m["costs"] = map[string]any{}, []any{}
+		m["on_store_error"] = "allow"
+	})
 }

@@ -137,7 +137,9 @@ func writeTooMany(w http.ResponseWriter, p *plan, v *verdict) {
 		UpgradeURL:   p.upgradeURL,
 	}
 	for _, r := range v.ds[:v.n] {
-		if !r.Allowed {
+		// A rule not decided (its store failed: limiter.ErrSharedUnread)
+		// has a zero decision, not allowed and nameless: it refused nothing.
+		if !r.Allowed && r.Limit > 0 {
 			body.ViolatedPolicies = append(body.ViolatedPolicies, r.Rule)
 		}
 	}
