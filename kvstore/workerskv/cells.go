@@ -50,6 +50,10 @@ type Cells interface {
 	// and, when kept is not nil, calls it with each cell it keeps. kept must
 	// not call Set.
 	Sweep(now int64, kept func(key string, c Cell))
+	// Len returns the number of cells.
+	Len() int
+	// Delete deletes the cell of key, if any.
+	Delete(key string)
 }
 
 // MemGlobals is Globals in Go memory: the isolate of a host program or a
@@ -91,6 +95,8 @@ func (g *MemGlobals) Len() int {
 
 func (m memCells) Get(key string) (Cell, bool) { c, ok := m[key]; return c, ok }
 func (m memCells) Set(key string, c Cell)      { m[key] = c }
+func (m memCells) Len() int                    { return len(m) }
+func (m memCells) Delete(key string)           { delete(m, key) }
 func (m memCells) Sweep(now int64, kept func(string, Cell)) {
 	for k, c := range m {
 		switch {

@@ -65,6 +65,7 @@ func (l *Local) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	ms := l.now().UnixMilli()
 	l.g.Update(func(c Cells) {
 		sweep(c, localSweepKey, ms, nil)
+		bound(c, ms, nil)
 		for i, sl := range slots {
 			add(c, localKey(id, sl), sl, costs[i])
 		}
@@ -82,6 +83,7 @@ func (l *Local) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 	ok := true
 	l.g.Update(func(c Cells) {
 		sweep(c, localSweepKey, ms, nil)
+		bound(c, ms, nil)
 		for i, cd := range conds {
 			cell, _ := c.Get(localKey(id, cd.Slot))
 			counts[i] = cell.N
@@ -112,6 +114,7 @@ func (l *Local) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	ok := false
 	l.g.Update(func(c Cells) {
 		sweep(c, localSweepKey, ms, nil)
+		bound(c, ms, nil)
 		keys := make([]string, len(slots))
 		for i, sl := range slots {
 			keys[i] = localKey(id, sl)

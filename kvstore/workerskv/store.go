@@ -197,6 +197,7 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 	var rearm []string
 	s.g.Update(func(c Cells) {
 		rearm = s.sweep(c, ms)
+		bound(c, ms, s.log)
 		for i, sl := range slots {
 			p := prefixes[i]
 			own, _ := c.Get(p + s.iso)
@@ -360,6 +361,7 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	var adopted, start []string
 	s.g.Update(func(c Cells) {
 		adopted = s.sweep(c, ms)
+		bound(c, ms, s.log)
 		for i, sl := range slots {
 			cell, _ := c.Get(keys[i])
 			cell.N += costs[i]

@@ -1,0 +1,106 @@
+package workerskv
+
+import (
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// maxCells bounds the cells of an isolate. A cell costs about 170 bytes of
+// the isolate's 128 MB in V8 (key and encoded value as strings, and the
+// Map's entry), and a client of a day rule keeps three (its counter, the
+// current and the previous bucket's listed sums) for up to two days: a
+// stream of made-up keys or IPv6 networks filled an isolate in hours, and
+// every sweep, which reads each cell through syscall/js, took seconds of
+// one request's CPU. 100,000 cells are about 17 MB.
+const maxCells = 50_000
+
+// evictTo is what an eviction leaves, so that the next one comes only
+// after maxCells/10 new cells.
+const evictTo = maxCells - maxCells/10
+
+// bound evicts cells of an isolate that holds more than maxCells, down to
+// evictTo, as memstore.NewLimited evicts identities: first the cells that
+// count least per unit of time (a count over its bucket's length: a made-up
+// key counted once before a client that used its minute's quota), the one
+// expiring first on a tie. Listed sums are caches (an evicted one is listed
+// again) and counters written to KV lose nothing there; an evicted counter
+// starts afresh if its client comes back. Counters with counts not yet
+// written to KV go last, and only with log, which names each and the counts
+// lost: Local passes nil and leaves them to the Store. Markers (the clock,
+// the sweeps) are never evicted.
+func bound(c Cells, ms int64, log Logger) {
+	if c.Len() <= maxCells {
+		return
+	}
+	// Each candidate as a string that sorts in eviction order: written
+	// first, then by weight and expiry (16 hex digits each; a positive
+	// float's bits sort as its value), then the key. Strings, so that the
+	// sort is the one the Worker links already (a sort of structs cost 6 KB
+	// of its gzip).
+	var rank []string
+	c.Sweep(ms, func(key string, cell Cell) {
+		length := cellLength(key)
+		if length <= 0 {
+			return
+		}
+		b := make([]byte, 0, rankLen+len(key))
+		switch {
+		case !strings.HasPrefix(key, KeyPrefix) || cell.N == cell.Flushed:
+			b = append(b, '0')
+		case log == nil:
+			return
+		default:
+			b = append(b, '1')
+		}
+		b = appendHex(b, math.Float64bits(max(float64(cell.N)/float64(length), 0)))
+		b = appendHex(b, uint64(max(cell.Expires, 0)))
+		rank = append(rank, string(append(b, key...)))
+	})
+	n := min(c.Len()-evictTo, len(rank))
+	if n <= 0 {
+		return
+	}
+	slices.Sort(rank)
+	for _, r := range rank[:n] {
+		key := r[rankLen:]
+		if r[0] == '1' {
+			cell, _ := c.Get(key)
+			log.Warn("workerskv: isolate full, unwritten counts evicted", "key", key, "n", cell.N-cell.Flushed)
+		}
+		c.Delete(key)
+	}
+}
+
+// rankLen is the length of a candidate's rank before its key.
+const rankLen = 1 + 16 + 16
+
+// appendHex appends v as 16 hex digits.
+func appendHex(b []byte, v uint64) []byte {
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, "0123456789abcdef"[v>>uint(shift)&0xf])
+	}
+	return b
+}
+
+// cellLength returns the bucket length (ms) in the key of a counter (the
+// Store's, SlotPrefix and the isolate id; Local's, localKey) or of a listed
+// sum (sumKey), and 0 for any other key.
+func cellLength(key string) int64 {
+	var f []string
+	switch {
+	case strings.HasPrefix(key, "l|"):
+		f = strings.SplitN(key, "|", 3)[1:]
+	case strings.HasPrefix(key, KeyPrefix), strings.HasPrefix(key, "sum|"+KeyPrefix):
+		f = strings.SplitN(key, ":", 5)[2:]
+	}
+	if len(f) < 2 {
+		return 0
+	}
+	length, err := strconv.ParseInt(strings.SplitN(f[1], "|", 2)[0], 10, 64)
+	if err != nil || length <= 0 {
+		return 0
+	}
+	return length
+}

@@ -1,0 +1,188 @@
+package workerskv
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// putKV is a KV whose puts succeed, or fail while fail is set, and whose
+// lists find nothing: the isolate's own cells are what is measured.
+type putKV struct {
+	mu   sync.Mutex
+	fail bool
+	puts int
+}
+
+func (k *putKV) Put(context.Context, string, string, int64, time.Duration) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.puts++
+	if k.fail {
+		return errFake
+	}
+	return nil
+}
+
+func (k *putKV) List(context.Context, string, string) (Page, error) { return Page{Done: true}, nil }
+
+// warnLog records what a Store logs.
+type warnLog struct {
+	mu    sync.Mutex
+	lines []warnLine
+}
+
+type warnLine struct {
+	msg  string
+	args []any
+}
+
+func (l *warnLog) Warn(msg string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, warnLine{msg, args})
+}
+
+var day = func(t time.Time) kvstore.Slot {
+	return kvstore.Slot{Name: "day", Bucket: window.Index(t, 24*time.Hour), Length: 24 * time.Hour}
+}
+
+// TestIsolateCellsAreBounded: a client per made-up key (or IPv6 network)
+// left a day rule's cells in the isolate for up to two days, with no bound:
+// at about 170 bytes a cell, some 250,000 such clients filled an isolate's
+// 128 MB. The isolate now holds at most maxCells, and evicts the clients
+// that count least first.
+func TestIsolateCellsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		local bool
+	}{{"Store", false}, {"Local", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t0)
+			kv := &putKV{}
+			iso := newIsolate(t, s, kv, "iso-a", Options{Logger: &warnLog{}})
+			local := NewLocal(iso.g, s.Now)
+			add := func(id string, n int64) {
+				t.Helper()
+				sl := []kvstore.Slot{day(s.Now())}
+				var err error
+				if tc.local {
+					err = local.Add(ctx, id, sl, []int64{n})
+				} else {
+					err = iso.store.Add(ctx, id, sl, []int64{n})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			add("busy", 500)
+			for i := range maxCells + maxCells/2 {
+				add("made-up-"+strconv.Itoa(i), 1)
+				if i%1000 == 0 {
+					s.advance(time.Second)
+				}
+			}
+			s.drain(t)
+			if n := iso.g.Len(); n > maxCells+3 {
+				t.Errorf("%d cells after %d clients, want at most %d", n, maxCells+maxCells/2, maxCells)
+			}
+			counts := make([]int64, 1)
+			var err error
+			if tc.local {
+				err = local.Load(ctx, "busy", []kvstore.Slot{day(s.Now())}, counts)
+			} else {
+				err = iso.store.Peek(ctx, "busy", []kvstore.Slot{day(s.Now())}, counts)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := counts[0], int64(500); got != want {
+				t.Errorf("the busy client's count = %d after the flood, want %d (evicted before clients counted once)", got, want)
+			}
+		})
+	}
+}
+
+// TestEvictedUnwrittenCountsAreLogged: while KV refuses every write, a full
+// isolate evicts counters whose counts never reached KV only as the last
+// resort, and names each with the counts lost; Local's requests leave them
+// to the Store's.
+func TestEvictedUnwrittenCountsAreLogged(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t0)
+	kv := &putKV{fail: true}
+	log := &warnLog{}
+	iso := newIsolate(t, s, kv, "iso-a", Options{Logger: log})
+	local := NewLocal(iso.g, s.Now)
+	total := maxCells + maxCells/5
+	for i := range total {
+		id := "c-" + strconv.Itoa(i)
+		if err := iso.store.Add(ctx, id, []kvstore.Slot{day(s.Now())}, []int64{2}); err != nil {
+			t.Fatal(err)
+		}
+		if i%1000 == 0 {
+			s.advance(time.Second)
+		}
+	}
+	if err := local.Add(ctx, "ip:198.51.100.7", []kvstore.Slot{minute(s.Now())}, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	var lost int64
+	for _, l := range log.lines {
+		if l.msg != "workerskv: isolate full, unwritten counts evicted" {
+			continue
+		}
+		if fmt.Sprint(l.args[0]) != "key" || fmt.Sprint(l.args[2]) != "n" {
+			t.Fatalf("log line %v: want key and n", l.args)
+		}
+		lost += l.args[3].(int64)
+	}
+	var kept int64
+	iso.g.Update(func(c Cells) {
+		c.Sweep(s.Now().UnixMilli(), func(key string, cell Cell) {
+			if len(key) > len(KeyPrefix) && key[:len(KeyPrefix)] == KeyPrefix {
+				kept += cell.N - cell.Flushed
+			}
+		})
+	})
+	if lost == 0 {
+		t.Errorf("no eviction of unwritten counts logged after %d clients", total)
+	}
+	if got, want := lost+kept, int64(2*total); got != want {
+		t.Errorf("unwritten counts kept %d + logged as evicted %d = %d, want %d", kept, lost, got, want)
+	}
+	if n := iso.g.Len(); n > maxCells+4 {
+		t.Errorf("%d cells, want at most %d", n, maxCells)
+	}
+}
+
+func TestCellLength(t *testing.T) {
+	sl := kvstore.Slot{Name: "a:b|c", Bucket: 7, Length: 90 * time.Second}
+	for _, tc := range []struct {
+		key  string
+		want int64
+	}{
+		{SlotPrefix("k:x", sl) + "iso", 90000},
+		{sumKey(SlotPrefix("ip:2001:db8::/64", sl)), 90000},
+		{localKey("ip:2001:db8::/64", sl), 90000},
+		{localKey("a|b", sl), 90000},
+		{clockKey, 0},
+		{sweepKey, 0},
+		{localSweepKey, 0},
+		{"sg:x", 0},
+		{"l|x|-5|1|id", 0},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			if got := cellLength(tc.key); got != tc.want {
+				t.Errorf("cellLength(%q) = %d, want %d", tc.key, got, tc.want)
+			}
+		})
+	}
+}
