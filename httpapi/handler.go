@@ -182,7 +182,6 @@ func New(o Options) (*Handler, error) {
 		v6bits:      cfg.Identity.IPv6Prefix,
 		unlistedIP:  cfg.Identity.UnlistedKeys == config.UnlistedIP,
 		ipRules:     rules(cfg.IPLimits),
-		ipLocal:     localRules(rules(cfg.IPLimits)),
 		plans:       make(map[string]*plan, len(cfg.Plans)),
 		keys:        make(map[string]keyEntry, len(cfg.APIKeys)),
 		costs:       cfg.Costs,
@@ -190,6 +189,7 @@ func New(o Options) (*Handler, error) {
 		checkToken:  cfg.CheckToken != "",
 		checkSum:    sha256.Sum256([]byte(cfg.CheckToken)),
 	}
+	h.ipLocal = localRules(h.ipRules)
 	if h.now == nil {
 		h.now = time.Now
 	}
