@@ -968,15 +968,7 @@ func TestClockStepBackAcrossRequests(t *testing.T) {
 		Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }, Clock: workerskv.NewClock(g)}
 	send := func(at time.Duration) int {
 		now = base.Add(at)
-		h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
-		r.Header.Set("CF-Connecting-IP", "203.0.113.9")
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
+		return serveOnce(t, cfg, d).Code
 	}
 	for _, at := range []time.Duration{900 * time.Millisecond, 1100 * time.Millisecond, 1100 * time.Millisecond} {
 		if code := send(at); code != http.StatusCreated {
