@@ -319,8 +319,11 @@ type verdict struct {
 	// aside is a store error that left the answer standing: taking back
 	// the ip rules' count of a request the plan refused (the count stays:
 	// too high, never too low), deciding them again on the state after
-	// it, or reading the plan for a request the ip rules denied (the 429
-	// waits for the ip rules alone). Logged with asideAction, for asideID.
+	// it, reading the plan for a request the ip rules denied (the 429
+	// waits for the ip rules alone), reading the shared rules of a group
+	// whose local rules denied (limiter.ErrSharedUnread), or deciding the
+	// ip rules of a request the plan then denied (planAfterIPError).
+	// Logged with asideAction, for asideID.
 	aside       error
 	asideAction string
 	asideID     string
