@@ -39,6 +39,10 @@
 // counts and follow each counter into its next bucket when that starts: a
 // request keeps its Go instance alive while it runs writes, and left with
 // each client's own requests they kept one instance alive per busy client.
+// A background KV call keeps its request alive until KV answers, so at most
+// eight requests of an isolate have calls in flight: when KV is slow, the
+// others' writes wait for the next sweep and their sums are served as
+// cached.
 // Counts of a stopped flush reach KV only if the isolate serves another
 // request before it is evicted. Strict global limits need the DynamoDB store (or a Durable
 // Object).

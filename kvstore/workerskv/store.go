@@ -140,6 +140,11 @@ type Store struct {
 	prevMs  int64
 	flushMs int64
 	log     Logger
+	// token, held and holder are this request's hold on a holder cell
+	// (hold), changed inside Globals.Update only.
+	token  int64
+	held   int
+	holder string
 }
 
 var _ kvstore.Peeker = (*Store)(nil)
@@ -159,6 +164,7 @@ func New(o Options) (*Store, error) {
 		listMs:  orDefault(o.ListInterval, DefaultListInterval).Milliseconds(),
 		prevMs:  orDefault(o.PrevInterval, DefaultPrevInterval).Milliseconds(),
 		flushMs: FlushInterval.Milliseconds(),
+		token:   newToken(),
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -204,12 +210,16 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 			sum, ok := c.Get(sumKey(p))
 			counts[i] = addCount(own.N, sum.N)
 			busy := sum.Busy != 0 && ms-sum.Busy < staleBusy
+			coldList := !ok && now.Sub(window.Start(sl.Bucket, sl.Length)) >= time.Duration(s.listMs)*time.Millisecond
 			switch {
 			case busy:
+			case (sum.At == 0 && !coldList || sum.At != 0 && s.stale(sl, now, sum.At)) && !s.hold(c, ms):
+				// Every holder taken: the sum is served as it is, and a
+				// later request lists it.
 			case sum.At == 0:
 				sum.Busy, sum.Expires = ms, sl.Expires().UnixMilli()
 				c.Set(sumKey(p), sum)
-				if !ok && now.Sub(window.Start(sl.Bucket, sl.Length)) >= time.Duration(s.listMs)*time.Millisecond {
+				if coldList {
 					cold = append(cold, i)
 				} else {
 					stale = append(stale, i)
@@ -228,7 +238,9 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 	for _, i := range stale {
 		p, sl := prefixes[i], slots[i]
 		s.later(0, func(ctx context.Context) {
-			if err := s.refresh(ctx, p, sl); err != nil {
+			err := s.refresh(ctx, p, sl)
+			s.g.Update(s.release)
+			if err != nil {
 				s.log.Warn("workerskv: background list failed", "prefix", p, "err", err)
 			}
 		})
@@ -442,6 +454,10 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 			case failures >= maxPutFailures || ms+wait-owner > flushBudget:
 				s.log.Warn("workerskv: write deferred to a later request", "key", key, "failures", failures)
 				cell.Owner, wait = 0, 0
+			case wait == 0 && !s.hold(c, ms):
+				// Every holder taken (KV answers slowly): the counts wait
+				// for the counter's next request or the next sweep.
+				cell.Owner = 0
 			case wait == 0:
 				total, put, expires, at = cell.N, true, time.UnixMilli(cell.Expires), ms
 				cell.At, cell.Busy = ms, ms
@@ -498,6 +514,7 @@ func (s *Store) write(ctx context.Context, key string, total int64, expires time
 		failures = 0
 	}
 	s.g.Update(func(c Cells) {
+		s.release(c)
 		cell, ok := c.Get(key)
 		if !ok {
 			return
