@@ -4,14 +4,14 @@ WRANGLER = npx --no-install wrangler
 
 .PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
 
-# The Worker's own JSON parser (internal/jsonv), its promise glue (internal/jsasync) and the
-# config fixtures also run in Node.
+# The Worker's own JSON parser (internal/jsonv), its promise glue (internal/jsasync), the isolate's
+# cells (kvstore/workerskv) and the config fixtures also run in Node.
 WASM_EXEC = $$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec
 
 test:
 	$(GO) vet ./... && GOOS=js GOARCH=wasm $(GO) vet ./edge ./internal/jsonv ./internal/jsasync ./kvstore/workerskv \
 	&& $(GO) test -race -count=1 ./... \
-	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./internal/jsasync ./config \
+	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./internal/jsasync ./config ./kvstore/workerskv \
 	&& cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 bench:
