@@ -59,32 +59,14 @@ var day = func(t time.Time) kvstore.Slot {
 // 128 MB. The isolate now holds at most maxCells, and evicts the clients
 // that count least first.
 func TestIsolateCellsAreBounded(t *testing.T) {
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name  string
-		local bool
-	}{{"Store", false}, {"Local", true}} {
+	for _, tc := range scopes {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim(t0)
-			kv := &putKV{}
-			iso := newIsolate(t, s, kv, "iso-a", Options{Logger: &warnLog{}})
-			local := NewLocal(iso.g, s.Now)
-			add := func(id string, n int64) {
-				t.Helper()
-				sl := []kvstore.Slot{day(s.Now())}
-				var err error
-				if tc.local {
-					err = local.Add(ctx, id, sl, []int64{n})
-				} else {
-					err = iso.store.Add(ctx, id, sl, []int64{n})
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			add("busy", 500)
+			iso := newIsolate(t, s, &putKV{}, "iso-a", Options{Logger: &warnLog{}})
+			add, count := counters(t, iso, s, tc.local)
+			add("busy", day(s.Now()), 500)
 			for i := range maxCells + maxCells/2 {
-				add("made-up-"+strconv.Itoa(i), 1)
+				add("made-up-"+strconv.Itoa(i), day(s.Now()), 1)
 				if i%1000 == 0 {
 					s.advance(time.Second)
 				}
@@ -93,17 +75,7 @@ func TestIsolateCellsAreBounded(t *testing.T) {
 			if n := iso.g.Len(); n > maxCells+3 {
 				t.Errorf("%d cells after %d clients, want at most %d", n, maxCells+maxCells/2, maxCells)
 			}
-			counts := make([]int64, 1)
-			var err error
-			if tc.local {
-				err = local.Load(ctx, "busy", []kvstore.Slot{day(s.Now())}, counts)
-			} else {
-				err = iso.store.Peek(ctx, "busy", []kvstore.Slot{day(s.Now())}, counts)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, want := counts[0], int64(500); got != want {
+			if got, want := count("busy", day(s.Now())), int64(500); got != want {
 				t.Errorf("the busy client's count = %d after the flood, want %d (evicted before clients counted once)", got, want)
 			}
 		})
@@ -185,4 +157,105 @@ func TestCellLength(t *testing.T) {
 			}
 		})
 	}
+}
+
+// valueKV is putKV that keeps the last value written to each key.
+type valueKV struct {
+	putKV
+	last map[string]int64
+}
+
+func (k *valueKV) Put(ctx context.Context, key, v string, n int64, ttl time.Duration) error {
+	k.mu.Lock()
+	if k.last == nil {
+		k.last = map[string]int64{}
+	}
+	k.last[key] = n
+	k.mu.Unlock()
+	return k.putKV.Put(ctx, key, v, n, ttl)
+}
+
+// TestTakeBackAfterEvictionGivesNoCredit: the handler takes a request's ip
+// rules count back when the plan denies it (settleIP), and the plan's own
+// check may run the isolate's eviction first. Taking back from a counter
+// evicted since created it at minus the cost: the IP's next request in the
+// isolate was free, and a shared rule wrote -1 to the IP's KV key. As
+// memstore does, a take-back from a counter the isolate no longer holds
+// does nothing.
+func TestTakeBackAfterEvictionGivesNoCredit(t *testing.T) {
+	hour := func(t time.Time) kvstore.Slot {
+		return kvstore.Slot{Name: "ip-hour", Bucket: window.Index(t, time.Hour), Length: time.Hour}
+	}
+	for _, tc := range scopes {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t0)
+			kv := &valueKV{}
+			iso := newIsolate(t, s, kv, "iso-a", Options{})
+			add, count := counters(t, iso, s, tc.local)
+			const ip = "ip:203.0.113.9"
+			add(ip, hour(s.Now()), 1) // the ip rules admit the request
+			s.drain(t)                // and its count is written
+			// Other clients fill the isolate: its eviction drops the IP's
+			// counter, the least count per unit of time.
+			for i := range maxCells + 1 {
+				add("c-"+strconv.Itoa(i), minute(s.Now()), 2)
+			}
+			s.drain(t)
+			if got := count(ip, hour(s.Now())); got != 0 {
+				t.Fatalf("the IP's count before the take-back = %d, want 0 (evicted)", got)
+			}
+			add(ip, hour(s.Now()), -1) // the plan denied it: taken back
+			s.drain(t)
+			if got := count(ip, hour(s.Now())); got != 0 {
+				t.Errorf("the IP's count after taking back from its evicted counter = %d, want 0", got)
+			}
+			if n := kv.last[SlotPrefix(ip, hour(s.Now()))+"iso-a"]; n < 0 {
+				t.Errorf("KV holds %d for the IP's counter, want no negative count", n)
+			}
+			add(ip, hour(s.Now()), 1)
+			if got := count(ip, hour(s.Now())); got != 1 {
+				t.Errorf("the IP's count after its next request = %d, want 1", got)
+			}
+		})
+	}
+}
+
+// scopes are the two stores of an isolate's counters that evict.
+var scopes = []struct {
+	name  string
+	local bool
+}{{"Store", false}, {"Local", true}}
+
+// counters returns add, which counts n for id in sl, and count, which reads
+// id's count of sl, through the isolate's Store, or its Local when local.
+func counters(t *testing.T, iso isolate, s *sim, local bool) (add func(id string, sl kvstore.Slot, n int64), count func(id string, sl kvstore.Slot) int64) {
+	ctx := context.Background()
+	l := NewLocal(iso.g, s.Now)
+	add = func(id string, sl kvstore.Slot, n int64) {
+		t.Helper()
+		var err error
+		if local {
+			err = l.Add(ctx, id, []kvstore.Slot{sl}, []int64{n})
+		} else {
+			err = iso.store.Add(ctx, id, []kvstore.Slot{sl}, []int64{n})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	count = func(id string, sl kvstore.Slot) int64 {
+		t.Helper()
+		counts := make([]int64, 1)
+		var err error
+		if local {
+			err = l.Load(ctx, id, []kvstore.Slot{sl}, counts)
+		} else {
+			err = iso.store.Peek(ctx, id, []kvstore.Slot{sl}, counts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return counts[0]
+	}
+	return add, count
 }

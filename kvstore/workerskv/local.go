@@ -133,8 +133,14 @@ func (l *Local) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	return ok, nil
 }
 
+// add adds n to the counter key of sl. A take-back (n < 0) from a counter
+// the isolate no longer holds (evicted since it counted) does nothing: it
+// would make a credit.
 func add(c Cells, key string, sl kvstore.Slot, n int64) {
-	cell, _ := c.Get(key)
+	cell, ok := c.Get(key)
+	if !ok && n < 0 {
+		return
+	}
 	cell.N += n
 	cell.Expires = max(cell.Expires, sl.Expires().UnixMilli())
 	c.Set(key, cell)

@@ -375,7 +375,10 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 		adopted = s.sweep(c, ms)
 		bound(c, ms, s.log)
 		for i, sl := range slots {
-			cell, _ := c.Get(keys[i])
+			cell, ok := c.Get(keys[i])
+			if !ok && costs[i] < 0 {
+				continue // a take-back from a counter evicted since: no credit
+			}
 			cell.N += costs[i]
 			cell.Expires = max(cell.Expires, sl.Expires().UnixMilli())
 			if canTakeOver(cell, ms) {
