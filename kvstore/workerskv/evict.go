@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // maxCells bounds the cells of an isolate. A cell costs about 170 bytes of
@@ -28,8 +29,10 @@ const evictTo = maxCells - maxCells/10
 // again) and counters written to KV lose nothing there; an evicted counter
 // starts afresh if its client comes back. Counters with counts not yet
 // written to KV go last, and only with log, which names each and the counts
-// lost: Local passes nil and leaves them to the Store. Markers (the clock,
-// the sweeps) are never evicted.
+// lost: Local passes nil and leaves them to the Store. Counters with a
+// write in flight or written within FlushInterval stay: the client's next
+// count would write a new counter's key at once, a second write within a
+// second. Markers (the clock, the sweeps) are never evicted.
 func bound(c Cells, ms int64, log Logger) {
 	if c.Len() <= maxCells {
 		return
@@ -45,9 +48,17 @@ func bound(c Cells, ms int64, log Logger) {
 		if length <= 0 {
 			return
 		}
+		counter := strings.HasPrefix(key, KeyPrefix)
+		writing := cell.Busy != 0 && ms-cell.Busy < staleBusy && ms >= cell.Busy
+		if counter && (writing || ms-cell.At < flushMs && ms >= cell.At) {
+			// Written a moment ago, or being written: its client's next
+			// count would make a new counter that writes the key at once,
+			// twice within a second, which KV refuses.
+			return
+		}
 		b := make([]byte, 0, rankLen+len(key))
 		switch {
-		case !strings.HasPrefix(key, KeyPrefix) || cell.N == cell.Flushed:
+		case !counter || cell.N == cell.Flushed:
 			b = append(b, '0')
 		case log == nil:
 			return
@@ -72,6 +83,9 @@ func bound(c Cells, ms int64, log Logger) {
 		c.Delete(key)
 	}
 }
+
+// flushMs is FlushInterval in Unix ms.
+const flushMs = int64(FlushInterval / time.Millisecond)
 
 // rankLen is the length of a candidate's rank before its key.
 const rankLen = 1 + 16 + 16

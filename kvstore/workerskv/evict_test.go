@@ -195,6 +195,7 @@ func TestTakeBackAfterEvictionGivesNoCredit(t *testing.T) {
 			const ip = "ip:203.0.113.9"
 			add(ip, hour(s.Now()), 1) // the ip rules admit the request
 			s.drain(t)                // and its count is written
+			s.advance(2 * time.Second)
 			// Other clients fill the isolate: its eviction drops the IP's
 			// counter, the least count per unit of time.
 			for i := range maxCells + 1 {
@@ -258,4 +259,89 @@ func counters(t *testing.T, iso isolate, s *sim, local bool) (add func(id string
 		return counts[0]
 	}
 	return add, count
+}
+
+// hookKV is fakeKV that runs during, once, while the first put of key is
+// awaited.
+type hookKV struct {
+	*fakeKV
+	key    string
+	during func()
+}
+
+func (k *hookKV) Put(ctx context.Context, key, v string, n int64, ttl time.Duration) error {
+	err := k.fakeKV.Put(ctx, key, v, n, ttl)
+	if f := k.during; key == k.key && f != nil {
+		k.during = nil
+		f()
+	}
+	return err
+}
+
+// TestEvictionSparesCountersBeingWritten: the eviction dropped a counter
+// whose write had just started, or was still awaited, and the client's
+// next count a moment later made a new counter that wrote the key at once:
+// two writes of one KV key within a second, which KV refuses, and when the
+// first was still awaited, its counts were logged as lost though they were
+// being written. A counter written within FlushInterval, or with a write in
+// flight, is now not evicted.
+func TestEvictionSparesCountersBeingWritten(t *testing.T) {
+	ctx := context.Background()
+	hour := func(t time.Time) kvstore.Slot {
+		return kvstore.Slot{Name: "hour", Bucket: window.Index(t, time.Hour), Length: time.Hour}
+	}
+	for _, tc := range []struct {
+		name     string
+		inFlight bool // the flood comes while the client's first write is awaited
+	}{{"written a moment ago", false}, {"write awaited", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t0)
+			fk := newFakeKV(s.Now, 0)
+			const id = "client"
+			kv := &hookKV{fakeKV: fk, key: SlotPrefix(id, hour(t0)) + "iso-a"}
+			log := &warnLog{}
+			iso := newIsolate(t, s, kv, "iso-a", Options{Logger: log})
+			add := func(id string, sl kvstore.Slot, n int64) {
+				t.Helper()
+				if err := iso.store.Add(ctx, id, []kvstore.Slot{sl}, []int64{n}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			flood := func() {
+				// Other clients fill the isolate; the client's counter
+				// counts least per unit of time.
+				for i := range maxCells + 1 {
+					add("c-"+strconv.Itoa(i), minute(s.Now()), 2)
+				}
+				s.advance(300 * time.Millisecond)
+				add(id, hour(s.Now()), 1) // the client's next request
+			}
+			add(id, hour(s.Now()), 3)
+			if tc.inFlight {
+				kv.during = flood
+				s.drain(t)
+			} else {
+				s.drain(t)
+				flood()
+			}
+			s.drain(t)
+			var puts []putRecord
+			for _, p := range fk.putLog() {
+				if p.key == kv.key {
+					puts = append(puts, p)
+				}
+			}
+			if most := maxPutsPerSecond(puts); most != 1 {
+				t.Errorf("%d writes of the client's key within a second, want 1: %v", most, puts)
+			}
+			if got, want := puts[len(puts)-1].n, int64(4); got != want {
+				t.Errorf("KV holds %d for the client, want %d", got, want)
+			}
+			for _, l := range log.lines {
+				if l.msg == "workerskv: isolate full, unwritten counts evicted" && l.args[1] == kv.key {
+					t.Errorf("the client's counts logged as evicted: %v", l.args)
+				}
+			}
+		})
+	}
 }
