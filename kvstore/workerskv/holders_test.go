@@ -183,3 +183,43 @@ func TestSlowKVHoldsFewRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestDeadHoldersFreeAfterStaleBusy: a request that holds a holder cell and
+// never releases it (its Go instance ended with a KV call unanswered: a
+// panic, or the Worker cancelling its background work) must not keep the
+// isolate from writing for good. Until staleBusy has passed since they
+// were taken, the isolate's counts wait; then a request takes the cells
+// over and writes them.
+func TestDeadHoldersFreeAfterStaleBusy(t *testing.T) {
+	ctx := context.Background()
+	s := newSim(t0)
+	fk := newFakeKV(s.Now, 0)
+	g := NewMemGlobals("iso")
+	for range maxHolders {
+		dead := s.request(t, fk, g, requestLife)
+		g.Update(func(c Cells) {
+			if !dead.hold(c, s.Now().UnixMilli()) {
+				t.Fatal("a free holder cell was refused")
+			}
+		})
+	}
+	sl := minute(t0)
+	key := SlotPrefix("client", sl) + "iso"
+	count := func() {
+		t.Helper()
+		if err := s.request(t, fk, g, requestLife).Add(ctx, "client", []kvstore.Slot{sl}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		s.drain(t)
+	}
+	s.advance(time.Second)
+	count()
+	if got := fk.latest(SlotPrefix("client", sl))[key]; got != 0 {
+		t.Fatalf("KV holds %d with every holder taken, want 0 (the count waits)", got)
+	}
+	s.advance(time.Duration(staleBusy)*time.Millisecond - time.Second)
+	count()
+	if got := fk.latest(SlotPrefix("client", sl))[key]; got != 2 {
+		t.Errorf("KV holds %d once the dead requests' holders are stale, want 2", got)
+	}
+}
