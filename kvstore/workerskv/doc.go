@@ -50,9 +50,12 @@
 // An isolate holds at most 50,000 cells (about 8.5 MB of its 128 MB): a
 // day rule keeps a client's cells for up to two days, and a stream of
 // made-up keys would otherwise fill the isolate. A full isolate evicts the
-// cells that count least per unit of time first, as memstore.NewLimited
-// does; an evicted client's count in this isolate starts afresh if it comes
-// back. Counts not yet written to KV are evicted last, each logged.
+// cells that count least per unit of time first, each cell by itself
+// (memstore.NewLimited weighs an identity's counters together); an evicted
+// client's count in this isolate starts afresh if it comes back. Counts not
+// yet written to KV are evicted last, each logged; a counter being written,
+// or written within FlushInterval, is not evicted, and a take-back from an
+// evicted counter does nothing.
 //
 // Local is the local-scope counter store for limiter.Options.Local: a
 // kvstore.Conditional over the same isolate globals that never touches KV.
