@@ -49,15 +49,24 @@ func (s *Store) hold(c Cells, ms int64) bool {
 		s.held++
 		return true
 	}
+	if key := s.freeHolder(c, ms); key != "" {
+		c.Set(key, Cell{N: s.token, Busy: ms, Expires: ms + staleBusy})
+		s.held, s.holder = 1, key
+		return true
+	}
+	return false
+}
+
+// freeHolder returns the key of a holder cell the calling request may take
+// at ms, or "" when every one is taken.
+func (s *Store) freeHolder(c Cells, ms int64) string {
 	for _, key := range holderKeys {
 		h, ok := c.Get(key)
 		if !ok || h.N == s.token || ms-h.Busy >= staleBusy || ms < h.Busy {
-			c.Set(key, Cell{N: s.token, Busy: ms, Expires: ms + staleBusy})
-			s.held, s.holder = 1, key
-			return true
+			return key
 		}
 	}
-	return false
+	return ""
 }
 
 // release ends a call counted by hold, and frees the holder cell with the

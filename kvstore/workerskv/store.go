@@ -554,11 +554,14 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 			owned = append(owned, key)
 		}
 	})
-	if len(stopped) > maxAdopt {
+	if len(stopped) > maxAdopt && (s.held > 0 || s.freeHolder(c, ms) != "") {
 		// The next request sweeps again a second from now, with KV
 		// operations of its own, for the stopped flushes left behind: one
 		// sweep every 10 s restarted 30, and after an outage of KV the
-		// counts of quiet clients expired before their turn.
+		// counts of quiet clients expired before their turn. Not while
+		// every holder is taken (KV answers slowly): this request could
+		// write none of them, nor could the next, and each sweep reads
+		// every cell.
 		c.Set(sweepKey, Cell{At: ms - sweepEvery + s.flushMs, Expires: math.MaxInt64})
 	}
 	adopted := append(stopped, owned...)
