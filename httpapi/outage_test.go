@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,40 @@ func TestRefundAfterPlanTimeout(t *testing.T) {
 	}
 	if got := ipCount(t, shared, f.clock.t); got != 0 {
 		t.Errorf("ip rule count %d after two refused requests, want 0 (taken back); logs:\n%s", got, f.logs)
+	}
+}
+
+// TestCountDeniedKeepsOutageCounts: with count_denied, a request refused
+// with a 503 (on_store_error deny) is counted as any refused request is:
+// the plan's local rule (2 a minute) keeps its two 503s, and once the
+// store answers again the client's requests in that minute get the local
+// rule's 429. Without count_denied the counts are taken back and the
+// first request after the outage is served. (README, "Store errors".)
+func TestCountDeniedKeepsOutageCounts(t *testing.T) {
+	for _, tc := range []struct {
+		countDenied bool
+		after       int // the status after the outage
+	}{
+		{false, 200},
+		{true, 429},
+	} {
+		st := &outage{s: memstore.New(), down: true}
+		cfg := testConfig(t, func(m map[string]any) {
+			m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+				map[string]any{"name": "day", "limit": 1000, "window": "24h"},
+				map[string]any{"name": "burst", "limit": 2, "window": "1m", "scope": "local"}}}}
+			m["api_keys"], m["costs"], m["ip_limits"] = map[string]any{}, []any{}, []any{}
+			m["on_store_error"], m["count_denied"] = "deny", tc.countDenied
+		})
+		f := newFixture(t, cfg, func(o *Options) { o.Store = st })
+		var codes []int
+		for range 2 {
+			codes = append(codes, f.do(req{}).Code)
+		}
+		st.down = false
+		codes = append(codes, f.do(req{}).Code)
+		if want := []int{503, 503, tc.after}; !slices.Equal(codes, want) {
+			t.Errorf("count_denied %t: %v, want %v", tc.countDenied, codes, want)
+		}
 	}
 }
