@@ -41,10 +41,13 @@ func (s oneKey) Add(ctx context.Context, _ string, slots []kvstore.Slot, costs [
 // (found by review). The identity is long only to widen that window (strings.Clone
 // and the map insert hash and copy it after the generation check, forget
 // hashes it once before reading sh.n); the race exists for any identity.
+// An attempt catches the old code about 30 % of the time (16 of 20 runs of
+// 5 attempts did, under load): 20 attempts miss it about once in a
+// thousand runs. The current code never failed (0 of 132 runs under load).
 func TestRefundDuringRemember(t *testing.T) {
 	ip := rule("ip-minute", 2, time.Minute)
 	id := "ip:" + strings.Repeat("a", 16<<20)
-	for attempt := range 5 {
+	for attempt := range 20 {
 		st := oneKey{memstore.New()}
 		l := New(Options{Store: st})
 		truth := New(Options{Store: st, DisableDenyCache: true})

@@ -60,6 +60,10 @@ type faultProxy struct {
 	// a request's arrival is no happens-before edge).
 	busy int
 	idle *sync.Cond
+	// holding receives once a hold fault has applied its write and holds
+	// the answer back (buffered: a test that does not read it is not held
+	// up).
+	holding chan struct{}
 }
 
 func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, body []byte) fault) *faultProxy {
@@ -68,7 +72,7 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &faultProxy{inject: inject, seen: map[string]int{}}
+	p := &faultProxy{inject: inject, seen: map[string]int{}, holding: make(chan struct{}, 1)}
 	p.idle = sync.NewCond(&p.mu)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -118,6 +122,10 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 			}
 		}
 		if f.hold {
+			select {
+			case p.holding <- struct{}{}:
+			default:
+			}
 			select {
 			case <-r.Context().Done():
 			case <-time.After(10 * time.Second):
