@@ -429,7 +429,8 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 // (nIP of them) failed with the store error v.err, under on_store_error
 // allow: the plan's local rules hold in an outage, as they do without
 // ip_limits. Their denial is the answer (a 429), the ip rules undecided
-// (zero decisions: no items) and their error set aside; otherwise v.err
+// (zero decisions: no items; the local ones, under count_denied, decided
+// again on the count they keep) and their error set aside; otherwise v.err
 // stands and the request goes through as a store error. A shared ip rule
 // failing first let every request past the plan's local flood guard.
 func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID string, nIP int, id string, p *plan, cost int64, v *verdict) {
@@ -440,9 +441,22 @@ func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID stri
 		return
 	}
 	v.err = nil
-	if !h.countDenied && errors.Is(ipErr, limiter.ErrLocalCounted) {
+	switch {
+	case !errors.Is(ipErr, limiter.ErrLocalCounted):
+	case !h.countDenied:
 		// In memory: it does not fail.
 		_ = h.lim.Refund(ctx, ipAt, ipID, h.ipLocal, cost)
+	case h.lim.PeekInto(ctx, now, ipID, h.ipLocal, cost, &v.res) == nil:
+		// The local ip rules keep the count: Retry-After must not come
+		// before they admit the retry too, as settleIP makes sure.
+		j := 0
+		for i, r := range h.ipRules[:nIP] {
+			if r.Local {
+				copy(v.ds[i:i+1], v.res.Rules[j:])
+				j++
+			}
+		}
+		v.deciding = window.Combine(v.ds[:v.n])
 	}
 	if v.aside == nil {
 		v.setAside(ipErr, "the plan decided alone, without ip_limits", ipID)

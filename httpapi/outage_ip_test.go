@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +140,56 @@ func burstConfig(t *testing.T, ip []any, burst int) *config.Config {
 		m["api_keys"], m["costs"] = map[string]any{}, []any{}
 		m["on_store_error"] = "allow"
 	})
+}
+
+// TestOutageRetryAfterCoversLocalIPRule: under on_store_error allow, a
+// plan's local denial ("burst", 2 a minute) behind a failed shared ip rule
+// is a 429 whose Retry-After admits the retry. With count_denied the local
+// ip rule ("ip-hour", 3 an hour) keeps its count of the refused request, so
+// the retry waits for it too: its Retry-After said 71 s, the burst rule's
+// alone, and the retry then met ip-hour's 429 for another 73 minutes.
+// Without count_denied that count is taken back, and the burst rule's wait
+// is the answer.
+func TestOutageRetryAfterCoversLocalIPRule(t *testing.T) {
+	for _, tc := range []struct {
+		countDenied bool
+		rule        string // the rule of the 429's first RateLimit item
+	}{
+		{false, `"burst"`},
+		{true, `"ip-hour"`},
+	} {
+		t.Run(fmt.Sprintf("count_denied=%v", tc.countDenied), func(t *testing.T) {
+			cfg := testConfig(t, func(m map[string]any) {
+				m["ip_limits"] = []any{
+					map[string]any{"name": "ip-hour", "limit": 3, "window": "1h", "scope": "local"},
+					map[string]any{"name": "ip-min", "limit": 100, "window": "1m", "scope": "shared"}}
+				m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+					map[string]any{"name": "day", "limit": 1000, "window": "24h"},
+					map[string]any{"name": "burst", "limit": 2, "window": "1m", "scope": "local"}}}}
+				m["api_keys"], m["costs"] = map[string]any{}, []any{}
+				m["on_store_error"] = "allow"
+				m["count_denied"] = tc.countDenied
+			})
+			f := newFixture(t, cfg, func(o *Options) { o.Local, o.Store = memstore.New(), &outage{s: memstore.New(), down: true} })
+			var codes []int
+			for range 2 {
+				codes = append(codes, f.do(req{}).Code)
+			}
+			w := f.do(req{})
+			if want := []int{200, 200}; !slices.Equal(codes, want) || w.Code != 429 {
+				t.Fatalf("statuses %v then %d, want %v then 429; logs:\n%s", codes, w.Code, want, f.logs)
+			}
+			if got := w.Header().Get("RateLimit"); !strings.HasPrefix(got, tc.rule+";") {
+				t.Errorf("RateLimit %q, want %s first", got, tc.rule)
+			}
+			retry, err := strconv.Atoi(w.Header().Get("Retry-After"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.clock.t = f.clock.t.Add(time.Duration(retry) * time.Second)
+			if w := f.do(req{}); w.Code != 200 {
+				t.Errorf("the retry after Retry-After %d s: %d (RateLimit %q, Retry-After %s), want 200", retry, w.Code, w.Header().Get("RateLimit"), w.Header().Get("Retry-After"))
+			}
+		})
+	}
 }
