@@ -305,8 +305,8 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		Rules:        make([]checkRule, 0, v.n),
 	}
 	for _, rd := range v.ds[:v.n] {
-		if rd.Limit == 0 {
-			continue // not decided: its store failed (limiter.ErrSharedUnread)
+		if undecided(rd) {
+			continue
 		}
 		resp.Rules = append(resp.Rules, checkRule{
 			Name:         rd.Rule,

@@ -78,7 +78,7 @@ func nameItems(ls []config.Limit) ([]string, error) {
 func appendRateLimit(b []byte, items []string, ds []window.Decision) []byte {
 	start := len(b)
 	for i, d := range ds {
-		if d.Limit == 0 {
+		if undecided(d) {
 			continue
 		}
 		if len(b) > start {
@@ -92,6 +92,12 @@ func appendRateLimit(b []byte, items []string, ds []window.Decision) []byte {
 	}
 	return b
 }
+
+// undecided reports whether d is the zero decision of a rule that was not
+// decided: its store failed (limiter.ErrSharedUnread). Every rule has a
+// positive limit, so its Limit tells it. It has no RateLimit item, no rule
+// in the check API's answer and no place in violated-policies.
+func undecided(d window.Decision) bool { return d.Limit == 0 }
 
 // rateLimitHeader returns the RateLimit value (see appendRateLimit).
 func rateLimitHeader(items []string, ds []window.Decision) string {

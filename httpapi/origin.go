@@ -197,6 +197,7 @@ func (w *originWriter) settle() {
 		}
 	}
 	settleTrio(hd, &trio, w.remaining) // a trio the pre-filter did not set is left alone
+	// ownHeaders[3:5] are RateLimit-Policy and RateLimit.
 	if w.own[3] != "" && w.own[4] != "" {
 		settleLists(hd)
 	}

@@ -16,23 +16,35 @@ import (
 	"github.com/slidegate/slidegate/window"
 )
 
-// outage is a shared store that fails every call while down, and is a
-// memory store otherwise.
+// outage is a shared store that fails every call while down, and its
+// next fails calls; it is a memory store otherwise.
 type outage struct {
-	s    *memstore.Store
-	down bool
+	s     *memstore.Store
+	down  bool
+	fails int
+}
+
+func (s *outage) fail() error {
+	if s.fails > 0 {
+		s.fails--
+		return errors.New("outage: down")
+	}
+	if s.down {
+		return errors.New("outage: down")
+	}
+	return nil
 }
 
 func (s *outage) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
-	if s.down {
-		return errors.New("outage: down")
+	if err := s.fail(); err != nil {
+		return err
 	}
 	return s.s.Load(ctx, id, slots, counts)
 }
 
 func (s *outage) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
-	if s.down {
-		return errors.New("outage: down")
+	if err := s.fail(); err != nil {
+		return err
 	}
 	return s.s.Add(ctx, id, slots, costs)
 }

@@ -2,31 +2,17 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/memstore"
-	"github.com/slidegate/slidegate/window"
 )
 
 // Tests of the store-error paths of decide, planAfterIPError and settleIP,
 // each pinning what a hand mutation of them changed unseen.
-
-// localCount is the count of the local rule name (a minute long) of id.
-func localCount(t *testing.T, mem *memstore.Store, id, name string, at time.Time) int64 {
-	t.Helper()
-	slot := kvstore.Slot{Name: name, Bucket: window.Index(at, time.Minute), Length: time.Minute}
-	counts := []int64{0}
-	if err := mem.Load(context.Background(), id, []kvstore.Slot{slot}, counts); err != nil {
-		t.Fatal(err)
-	}
-	return counts[0]
-}
 
 // TestPlanOfLocalRulesBehindFailedIPRule: a plan of local rules alone
 // ("burst", 2 a minute) behind ip_limits with a shared rule, in an outage,
@@ -58,41 +44,12 @@ func TestPlanOfLocalRulesBehindFailedIPRule(t *testing.T) {
 	if want := []string{StoreErrorAllowed, StoreErrorAllowed, ""}; !slices.Equal(stores, want) {
 		t.Errorf("%s %q, want %q", StoreHeader, stores, want)
 	}
-	if got := localCount(t, mem, "ip:192.0.2.1", "ip-burst", f.clock.t); got != 2 {
+	if got := minuteCount(t, mem, "ip:192.0.2.1", "ip-burst", f.clock.t); got != 2 {
 		t.Errorf("local ip rule's count %d, want 2 (the served requests)", got)
 	}
 	if !strings.Contains(f.logs.String(), "the plan decided alone, without ip_limits") {
 		t.Errorf("no store error line for the ip rules of the 429:\n%s", f.logs)
 	}
-}
-
-// flaky is a shared store that fails its next fails calls, and is a
-// memory store otherwise.
-type flaky struct {
-	s     *memstore.Store
-	fails int
-}
-
-func (s *flaky) fail() error {
-	if s.fails > 0 {
-		s.fails--
-		return errors.New("flaky: down")
-	}
-	return nil
-}
-
-func (s *flaky) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
-	if err := s.fail(); err != nil {
-		return err
-	}
-	return s.s.Load(ctx, id, slots, counts)
-}
-
-func (s *flaky) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
-	if err := s.fail(); err != nil {
-		return err
-	}
-	return s.s.Add(ctx, id, slots, costs)
 }
 
 // TestRefusedOnIPErrorKeepsSharedIPCount: under on_store_error deny, a
@@ -110,7 +67,7 @@ func TestRefusedOnIPErrorKeepsSharedIPCount(t *testing.T) {
 		m["api_keys"], m["costs"] = map[string]any{}, []any{}
 		m["on_store_error"] = "deny"
 	})
-	shared, mem := &flaky{s: memstore.New()}, memstore.New()
+	shared, mem := &outage{s: memstore.New()}, memstore.New()
 	f := newFixture(t, cfg, func(o *Options) { o.Local, o.Store = mem, shared })
 	if w := f.do(req{}); w.Code != 200 {
 		t.Fatalf("first request: %d, want 200", w.Code)
@@ -122,7 +79,7 @@ func TestRefusedOnIPErrorKeepsSharedIPCount(t *testing.T) {
 	if got := ipCount(t, shared.s, f.clock.t); got != 1 {
 		t.Errorf("shared ip rule's count %d, want 1 (the served request)", got)
 	}
-	if got := localCount(t, mem, "ip:192.0.2.1", "ip-burst", f.clock.t); got != 1 {
+	if got := minuteCount(t, mem, "ip:192.0.2.1", "ip-burst", f.clock.t); got != 1 {
 		t.Errorf("local ip rule's count %d, want 1 (the served request)", got)
 	}
 }

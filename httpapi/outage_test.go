@@ -5,11 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/memstore"
-	"github.com/slidegate/slidegate/window"
 )
 
 // TestPlanLocalRulesHoldInOutage: a plan's rule of local scope is counted
@@ -54,13 +52,8 @@ func TestPlanLocalRulesHoldInOutage(t *testing.T) {
 					t.Errorf("request %d: Retry-After %q, X-RateLimit-Limit %q; want a wait and the local rule's 2", i+1, w.Header().Get("Retry-After"), w.Header().Get("X-RateLimit-Limit"))
 				}
 			}
-			slot := kvstore.Slot{Name: "burst", Bucket: window.Index(f.clock.t, time.Minute), Length: time.Minute}
-			counts := []int64{0}
-			if err := local.Load(context.Background(), "ip:192.0.2.1", []kvstore.Slot{slot}, counts); err != nil {
-				t.Fatal(err)
-			}
-			if counts[0] != tc.count {
-				t.Errorf("local rule's count %d after the requests, want %d", counts[0], tc.count)
+			if got := minuteCount(t, local, "ip:192.0.2.1", "burst", f.clock.t); got != tc.count {
+				t.Errorf("local rule's count %d after the requests, want %d", got, tc.count)
 			}
 			if tc.policy == "allow" && !strings.Contains(f.logs.String(), sharedUnread) {
 				t.Errorf("no store error line for the local denial:\n%s", f.logs)

@@ -137,9 +137,8 @@ func writeTooMany(w http.ResponseWriter, p *plan, v *verdict) {
 		UpgradeURL:   p.upgradeURL,
 	}
 	for _, r := range v.ds[:v.n] {
-		// A rule not decided (its store failed: limiter.ErrSharedUnread)
-		// has a zero decision, not allowed and nameless: it refused nothing.
-		if !r.Allowed && r.Limit > 0 {
+		// A rule not decided refused nothing.
+		if !r.Allowed && !undecided(r) {
 			body.ViolatedPolicies = append(body.ViolatedPolicies, r.Rule)
 		}
 	}

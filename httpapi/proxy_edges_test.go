@@ -92,7 +92,10 @@ func TestSwitchingProtocolsKeepsFields(t *testing.T) {
 // write a port (Azure's gateways) or brackets, and a trailing comma is an
 // empty element: each is the peer's hop, which is not appended to the chain
 // a second time. (Read with netip.ParseAddr alone, the last three were
-// other hops, and the proxy wrote the peer twice.)
+// other hops, and the proxy wrote the peer twice.) The peer's own form does
+// not matter either: an IPv4 peer seen as IPv4-mapped IPv6 (a dual-stack
+// listener) or an IPv6 peer with a zone is the hop that names its address
+// (hand mutations that compared the peer as given went unseen).
 func TestLastHop(t *testing.T) {
 	v4 := netip.MustParseAddr("203.0.113.7")
 	v6 := netip.MustParseAddr("2001:db8::7")
@@ -114,6 +117,8 @@ func TestLastHop(t *testing.T) {
 		{[]string{"203.0.113.7, unknown"}, v4, false},
 		{[]string{" , "}, v4, false},
 		{nil, v4, false},
+		{[]string{"198.51.100.1, 203.0.113.7"}, netip.MustParseAddr("::ffff:203.0.113.7"), true},
+		{[]string{"198.51.100.1, fe80::7"}, netip.MustParseAddr("fe80::7%eth0"), true},
 	} {
 		if got := LastHop(c.xff, c.peer); got != c.want {
 			t.Errorf("LastHop(%q, %s) = %t, want %t", c.xff, c.peer, got, c.want)

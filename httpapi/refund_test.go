@@ -34,9 +34,16 @@ func refundConfig(t *testing.T, scope string, edit func(m map[string]any)) *conf
 // ipCount is the ip rule's count in the current minute.
 func ipCount(t *testing.T, s kvstore.Store, at time.Time) int64 {
 	t.Helper()
+	return minuteCount(t, s, "ip:192.0.2.1", "ip-min", at)
+}
+
+// minuteCount is the count in s of id's rule name, a minute long, in the
+// current minute.
+func minuteCount(t *testing.T, s kvstore.Store, id, name string, at time.Time) int64 {
+	t.Helper()
 	counts := make([]int64, 1)
-	slot := kvstore.Slot{Name: "ip-min", Bucket: window.Index(at, time.Minute), Length: time.Minute}
-	if err := s.Load(context.Background(), "ip:192.0.2.1", []kvstore.Slot{slot}, counts); err != nil {
+	slot := kvstore.Slot{Name: name, Bucket: window.Index(at, time.Minute), Length: time.Minute}
+	if err := s.Load(context.Background(), id, []kvstore.Slot{slot}, counts); err != nil {
 		t.Fatal(err)
 	}
 	return counts[0]

@@ -25,6 +25,16 @@ func TestLimitMemory(t *testing.T) {
 		{"not on Lambda", map[string]string{}, 0, math.MaxInt64},
 		{"bad size", map[string]string{envMemorySize: "128MB"}, 0, math.MaxInt64},
 		{"too small to leave room", map[string]string{envMemorySize: "16"}, 0, math.MaxInt64},
+		// Edges that hand mutations moved unseen: Lambda's largest size
+		// is limited like any other; a size that leaves exactly nothing,
+		// or whose bytes overflow an int64 (wrapping to a small positive
+		// size), sets no limit: a limit of 0 would have the collector run
+		// without pause, and a wrapped one would stop a large function
+		// far short of its memory.
+		{"10240 MB", map[string]string{envMemorySize: "10240"}, 10240*mib - 1024*mib, 10240*mib - 1024*mib},
+		{"24 MB: nothing left", map[string]string{envMemorySize: "24"}, 0, math.MaxInt64},
+		{"0 MB", map[string]string{envMemorySize: "0"}, 0, math.MaxInt64},
+		{"2^44+100 MB: wraps to 100 MiB", map[string]string{envMemorySize: "17592186044516"}, 0, math.MaxInt64},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			debug.SetMemoryLimit(math.MaxInt64)

@@ -439,28 +439,24 @@ func (l *Limiter) sharedFailed(ctx context.Context, now, caller time.Time, id st
 		res.since(caller)
 		return fmt.Errorf("%w: %w", ErrLocalCounted, err)
 	}
-	var local [MaxRules]window.Decision
-	n := 0
 	for i, r := range rules {
 		if !r.Local {
 			res.Rules[i] = window.Decision{}
-			continue
 		}
-		local[n] = res.Rules[i]
-		n++
 	}
 	if l.countDenied {
 		// The local store is in memory and does not fail.
 		_ = l.punish(ctx, now, id, rules, cost, sc, res, true)
-		n = 0
-		for i, r := range rules {
-			if r.Local {
-				local[n] = res.Rules[i]
-				n++
-			}
-		}
 	} else {
 		uncount(now, rules, cost, sc, res)
+	}
+	var local [MaxRules]window.Decision
+	n := 0
+	for i, r := range rules {
+		if r.Local {
+			local[n] = res.Rules[i]
+			n++
+		}
 	}
 	res.Decision = window.Combine(local[:n])
 	res.since(caller)

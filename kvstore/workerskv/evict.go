@@ -14,7 +14,7 @@ import (
 // current and the previous bucket's listed sums) for up to two days: a
 // stream of made-up keys or IPv6 networks filled an isolate in hours, and
 // every sweep, which reads each cell through syscall/js, took seconds of
-// one request's CPU. 100,000 cells are about 17 MB.
+// one request's CPU. 50,000 cells are about 8.5 MB.
 const maxCells = 50_000
 
 // evictTo is what an eviction leaves, so that the next one comes only
