@@ -273,9 +273,19 @@ func upperASCII(c byte) byte {
 // forged X-Real-IP), unless it is a configured key header itself, and
 // any other spelling of a configured key header (Api-Key, for a
 // configured api_key). nginx drops names with an underscore by default.
+//
+// A key header on several lines goes on as one, its lines joined as the
+// pre-filter joined them to count the key (apiKey): an origin that reads
+// one line (Go's Header.Get and servlets the first, PHP the last) served
+// the key of that line, while the pre-filter counted the lines together,
+// a fresh identity for every made-up line beside the key. API Gateway and
+// fetch hand the Lambda's and the Worker's origin one line already.
 func (h *Handler) forOrigin(hd http.Header) {
-	for k := range hd {
+	for k, vs := range hd {
 		if slices.Contains(h.keyHeaders, k) {
+			if len(vs) > 1 {
+				hd[k] = []string{strings.Join(vs, ", ")}
+			}
 			continue
 		}
 		drop := strings.IndexByte(k, '_') >= 0

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -434,5 +435,71 @@ func TestCGIEqual(t *testing.T) {
 		if got := cgiEqual(tt.a, tt.b); got != tt.want {
 			t.Errorf("cgiEqual(%q, %q) = %t, want %t", tt.a, tt.b, got, tt.want)
 		}
+	}
+}
+
+// TestKeyLinesReachOriginAsCounted: a key header sent on several lines is
+// counted as its lines joined (k1,k2), and reaches the origin so, as one
+// line: an origin that reads the first line (Go's Header.Get, servlets,
+// hyper) or the last (PHP) served the pro key, exhausted, once more per
+// made-up second line, each a fresh identity of the default plan. The
+// Lambda (API Gateway joins the lines) and the Worker (fetch joins them)
+// send the origin one line already.
+func TestKeyLinesReachOriginAsCounted(t *testing.T) {
+	var got [][]string // the key header's lines, per request the origin served
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, slices.Concat(r.Header.Values("X-Api-Key"), r.Header.Values("Authorization")))
+	}))
+	defer origin.Close()
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name  string
+		lines func(i int) http.Header
+		want  func(i int) string
+	}{
+		{"made-up line after the key",
+			func(i int) http.Header { return http.Header{"X-API-Key": {proKey, "x" + strconv.Itoa(i)}} },
+			func(i int) string { return proKey + ", x" + strconv.Itoa(i) }},
+		{"made-up line before the key",
+			func(i int) http.Header { return http.Header{"X-API-Key": {"x" + strconv.Itoa(i), proKey}} },
+			func(i int) string { return "x" + strconv.Itoa(i) + ", " + proKey }},
+		{"empty line before the key",
+			func(int) http.Header { return http.Header{"X-API-Key": {"", proKey}} },
+			func(int) string { return ", " + proKey }},
+		{"the key twice",
+			func(int) http.Header { return http.Header{"X-API-Key": {proKey, proKey}} },
+			func(int) string { return proKey + ", " + proKey }},
+		{"Authorization on two lines",
+			func(i int) http.Header {
+				return http.Header{"Authorization": {"Bearer " + proKey, "Bearer x" + strconv.Itoa(i)}}
+			},
+			func(i int) string { return "Bearer " + proKey + ", Bearer x" + strconv.Itoa(i) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), func(o *Options) { o.Next = NewProxy(u, nil, nil) })
+			for i := range 11 { // the pro key's 10 a minute, used up
+				w := httptest.NewRecorder()
+				f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"X-API-Key": {proKey}, "Authorization": {"Bearer " + proKey}}))
+				if want := map[bool]int{true: 200, false: 429}[i < 10]; w.Code != want {
+					t.Fatalf("pro request %d: status %d, want %d", i, w.Code, want)
+				}
+			}
+			got = nil
+			for i := range 3 { // the free plan's 3 a minute, for each identity
+				w := httptest.NewRecorder()
+				f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", tt.lines(i)))
+				if w.Code != http.StatusOK {
+					t.Fatalf("request %d: status %d", i, w.Code)
+				}
+			}
+			for i, lines := range got {
+				if want := []string{tt.want(i)}; !slices.Equal(lines, want) {
+					t.Errorf("request %d: the origin got the key header as %q, want %q (one line, as counted)", i, lines, want)
+				}
+			}
+		})
 	}
 }
