@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/slidegate/slidegate/internal/jsonv"
 )
@@ -75,17 +76,41 @@ func syntaxError(data []byte, err error) error {
 		return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: data after the top-level object")}
 	case se.Offset >= 0:
 		line, col := position(data, se.Offset)
-		return &FieldError{Field: fmt.Sprintf("line %d, column %d", line, col), Err: because(ErrSyntax, "invalid JSON: %s", se.Msg)}
+		return &FieldError{Field: fmt.Sprintf("line %d, column %d", line, col), Err: because(ErrSyntax, "invalid JSON: %s", wholeRune(data, se))}
 	}
 	return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: %s", se.Msg)}
 }
 
+// position returns the line and column of the byte at off, both from 1.
+// The column counts characters, as editors do, not bytes.
 func position(data []byte, off int64) (line, col int) {
 	off = min(max(off, 0), int64(len(data)))
 	before := data[:off]
 	line = bytes.Count(before, []byte("\n")) + 1
-	col = int(off) - bytes.LastIndexByte(before, '\n')
+	for _, b := range before[bytes.LastIndexByte(before, '\n')+1:] {
+		if utf8.RuneStart(b) {
+			col++
+		}
+	}
+	col++
 	return line, col
+}
+
+// wholeRune names the character a syntax error is about when it is not
+// ASCII. Both parsers name the offending byte, so the first byte of a
+// no-break space (U+00A0, which pages and chat tools put in pasted
+// indentation, and editors show as a space) was reported as 'Â', a
+// character the file does not hold.
+func wholeRune(data []byte, se *jsonv.SyntaxError) string {
+	if se.Offset >= int64(len(data)) || data[se.Offset] < utf8.RuneSelf || !utf8.RuneStart(data[se.Offset]) {
+		return se.Msg
+	}
+	r, _ := utf8.DecodeRune(data[se.Offset:])
+	byteAsRune := "invalid character " + strconv.QuoteRune(rune(data[se.Offset]))
+	if !strings.HasPrefix(se.Msg, byteAsRune) {
+		return se.Msg
+	}
+	return "invalid character " + strconv.QuoteRune(r) + se.Msg[len(byteAsRune):]
 }
 
 // decode stores the JSON value v in dst, checked against dst's type: the
