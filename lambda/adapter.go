@@ -258,12 +258,26 @@ func isHex(c byte) bool {
 // keeps no body of an answer to HEAD (it takes the writes and drops them),
 // nor of a 204 or 304 (http.ErrBodyNotAllowed): the event source would
 // pass it on.
+//
+// A Lambda answer has no trailer section, so it sends no trailer fields
+// and no Trailer header announcing them. ReverseProxy passes an origin's
+// trailers on as net/http's server takes them: announced in Trailer
+// before the status, their values set after the body under their names,
+// or, once the origin sent one it had not announced, every one under
+// http.TrailerPrefix ("Trailer:X-Checksum", which holds a colon and is no
+// field name at all). RFC 9110 (6.5.1) lets a recipient that cannot pass
+// trailers on discard them; merging them into the header section is
+// allowed only where a field's definition says how.
 type writer struct {
 	header   http.Header
 	status   int
 	body     bytes.Buffer
 	overflow bool
 	head     bool // the request's method is HEAD
+	// sent is the header section as it stood at the status, when it
+	// announced trailers (nil otherwise: the header is read at the end),
+	// so that the values set after the body stay out of it.
+	sent http.Header
 }
 
 func (w *writer) Header() http.Header { return w.header }
@@ -277,6 +291,9 @@ func (w *writer) WriteHeader(code int) {
 	}
 	if w.status == 0 {
 		w.status = code
+		if _, ok := w.header["Trailer"]; ok {
+			w.sent = w.header.Clone()
+		}
 	}
 }
 
@@ -299,13 +316,20 @@ func (w *writer) response() events.LambdaFunctionURLResponse {
 	if w.overflow {
 		return keep(problem(http.StatusBadGateway, "the response is too large for AWS Lambda"), w.header)
 	}
-	res := events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: make(map[string]string, len(w.header))}
+	header := w.header
+	if w.sent != nil {
+		header = w.sent
+	}
+	res := events.LambdaFunctionURLResponse{StatusCode: w.status, Headers: make(map[string]string, len(header))}
 	if res.StatusCode == 0 {
 		res.StatusCode = http.StatusOK
 	}
-	for k, vs := range w.header {
-		if k == "Set-Cookie" {
+	for k, vs := range header {
+		switch {
+		case k == "Set-Cookie":
 			res.Cookies = vs
+			continue
+		case k == "Trailer" || strings.HasPrefix(k, http.TrailerPrefix):
 			continue
 		}
 		res.Headers[k] = strings.Join(vs, ",")

@@ -135,6 +135,16 @@ func TestResponseFromHandler(t *testing.T) {
 			_, _ = w.Write([]byte{0xff, 0x00, 0xfe})
 		}, 200, map[string]string{}, nil, base64.StdEncoding.EncodeToString([]byte{0xff, 0x00, 0xfe}), true},
 		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, 200, map[string]string{}, nil, "", false},
+		// No trailer section: the header section as it stood at the
+		// status, without Trailer (TestOriginTrailersAreNotFields).
+		{"trailers", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Server-Timing", "db;dur=1")
+			w.Header().Set("Trailer", "Server-Timing, X-Sum")
+			_, _ = io.WriteString(w, "body")
+			w.Header().Add("Server-Timing", "total;dur=9")
+			w.Header().Set("X-Sum", "abc")
+			w.Header().Set(http.TrailerPrefix+"X-Late", "1")
+		}, 200, map[string]string{"Server-Timing": "db;dur=1"}, nil, "body", false},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "https://other.example/next?x=1")
 			w.WriteHeader(http.StatusFound)
@@ -528,6 +538,64 @@ func TestEarlyHintsAreNotTheStatus(t *testing.T) {
 			t.Errorf("WriteHeader(%d) then Write: status %d, want 200", code, got)
 		}
 	}
+}
+
+// TestOriginTrailersAreNotFields: a Lambda answer has no trailer section,
+// so the origin's trailer fields are dropped, as is its Trailer header,
+// which would announce a section that never comes. ReverseProxy hands
+// them over after the body under their names, or, when the origin sent
+// one it had not announced, every one as "Trailer:" + name: the answer
+// carried header names holding a colon, which no HTTP field name does.
+func TestOriginTrailersAreNotFields(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Header().Set("Trailer", "X-Checksum")
+		_, _ = io.WriteString(w, "hello")
+		w.Header().Set("X-Checksum", "abc")
+		if r.URL.Query().Has("unannounced") {
+			w.Header().Set(http.TrailerPrefix+"X-Extra", "late")
+		}
+	}))
+	defer origin.Close()
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := Adapt(httpapi.NewProxy(u, slog.New(slog.DiscardHandler), nil))
+	for _, query := range []string{"", "unannounced"} {
+		t.Run("query "+query, func(t *testing.T) {
+			ev := event(t, "functionurl-get.json")
+			ev.RawQueryString = query
+			res, err := handle(context.Background(), ev)
+			if err != nil || res.StatusCode != http.StatusOK || res.Body != "hello" {
+				t.Fatalf("got %d %q, %v; want 200 \"hello\"", res.StatusCode, res.Body, err)
+			}
+			for k := range res.Headers {
+				if !fieldName(k) {
+					t.Errorf("header name %q is not an HTTP field name (headers %v)", k, res.Headers)
+				}
+			}
+			for _, k := range []string{"Trailer", "X-Checksum", "X-Extra"} {
+				if v, ok := res.Headers[k]; ok {
+					t.Errorf("header %s: %q; want none, the answer has no trailer section", k, v)
+				}
+			}
+			if res.Headers["Content-Type"] != "text/plain" {
+				t.Errorf("headers %v, want the origin's Content-Type", res.Headers)
+			}
+		})
+	}
+}
+
+// fieldName reports whether k is an RFC 9110 token, as a field name is.
+func fieldName(k string) bool {
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return k != ""
 }
 
 // TestProxyTellsOriginHTTPS: Function URLs and HTTP APIs take HTTPS only, so
