@@ -280,7 +280,18 @@ func upperASCII(c byte) byte {
 // the key of that line, while the pre-filter counted the lines together,
 // a fresh identity for every made-up line beside the key. API Gateway and
 // fetch hand the Lambda's and the Worker's origin one line already.
+//
+// A key header the Connection field names is dropped, as the proxies drop
+// it: apiKey took it for no key, and an origin in this process (Next a
+// handler, no proxy between) served it.
 func (h *Handler) forOrigin(hd http.Header) {
+	if conn := hd["Connection"]; len(conn) > 0 {
+		for _, kh := range h.keyHeaders {
+			if listed(conn, kh) {
+				delete(hd, kh)
+			}
+		}
+	}
 	for k, vs := range hd {
 		if slices.Contains(h.keyHeaders, k) {
 			if len(vs) > 1 {

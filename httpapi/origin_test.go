@@ -574,3 +574,28 @@ func TestConnectionTokensAsTheProxyReads(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyHeaderNamedInConnectionInProcess: an origin in this process
+// (Options.Next a handler, no proxy between) does not get a key header the
+// Connection field names either: the pre-filter took it for no key (the
+// proxies drop it), and the origin served the pro key, used up, to a client
+// counted as an anonymous IP.
+func TestKeyHeaderNamedInConnectionInProcess(t *testing.T) {
+	var seen http.Header
+	f := newFixture(t, testConfig(t, nil), func(o *Options) {
+		o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen = r.Header.Clone() })
+	})
+	for _, conn := range []string{"x-api-key", "keep-alive, X-API-Key"} {
+		t.Run(conn, func(t *testing.T) {
+			seen = nil
+			w := f.do(req{remote: "192.0.2.9:1", header: map[string]string{"X-API-Key": proKey, "Connection": conn}})
+			if w.Code != http.StatusOK {
+				t.Fatalf("status %d", w.Code)
+			}
+			wantHeader(t, w, "X-RateLimit-Limit", "3") // counted as the free IP
+			if got := seen.Values("X-API-Key"); len(got) > 0 {
+				t.Errorf("the origin got X-API-Key %q, which was not counted", got)
+			}
+		})
+	}
+}
