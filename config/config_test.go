@@ -308,6 +308,43 @@ func TestParseTooLarge(t *testing.T) {
 	}
 }
 
+// endless is a document that never ends (/dev/zero, a pipe whose writer
+// keeps writing): it counts what was read of it, and fails a read past
+// limit rather than go on for ever.
+type endless struct{ read, limit int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read >= e.limit {
+		return 0, errors.New("read on far past MaxSize")
+	}
+	n := min(len(p), e.limit-e.read)
+	clear(p[:n])
+	e.read += n
+	return n, nil
+}
+
+// TestReadStopsPastMaxSize: Read refuses a document larger than MaxSize
+// after reading one byte past it, naming the document and the bound; a
+// smaller one parses.
+func TestReadStopsPastMaxSize(t *testing.T) {
+	r := &endless{limit: 4 * MaxSize}
+	_, err := Read(r)
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Field != "(document)" || !errors.Is(err, ErrRange) {
+		t.Fatalf("Read of an endless document = %v; want ErrRange naming the document", err)
+	}
+	if got, want := err.Error(), "config: (document): more than 1048576 bytes: a configuration may have at most 1048576 bytes"; got != want {
+		t.Errorf("error\n got %s\nwant %s", got, want)
+	}
+	if r.read > MaxSize+1 {
+		t.Errorf("read %d bytes of it, want at most %d", r.read, MaxSize+1)
+	}
+	c, err := Read(strings.NewReader(`{"shadow": true}`))
+	if err != nil || !c.Shadow {
+		t.Errorf("Read of a small document = %+v, %v", c, err)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/invalid/*.json")
 	files = append(files, "../examples/config.json")

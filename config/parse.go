@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"strconv"
@@ -27,7 +28,7 @@ const MaxSize = 1 << 20
 // the same number, as in JSON itself).
 func Parse(data []byte) (*Config, error) {
 	if len(data) > MaxSize {
-		return nil, &FieldError{Field: "(document)", Value: num(int64(len(data))) + " bytes", Err: because(ErrRange, "a configuration may have at most %d bytes", MaxSize)}
+		return nil, tooLarge(num(int64(len(data))) + " bytes")
 	}
 	// A leading UTF-8 byte order mark is ignored (RFC 8259 section 8.1
 	// allows it), as the check API ignores it: Windows editors and
@@ -60,6 +61,26 @@ func Parse(data []byte) (*Config, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// Read reads a JSON configuration from r and parses it as Parse does. It
+// reads at most one byte more than MaxSize: a larger document is refused
+// without being read to its end, so that a file named by mistake (a log, a
+// device such as /dev/zero, a pipe that never ends) neither takes the
+// process's memory nor keeps it reading for ever.
+func Read(r io.Reader) (*Config, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("config: read: %w", err)
+	}
+	if len(data) > MaxSize {
+		return nil, tooLarge("more than " + num(MaxSize) + " bytes")
+	}
+	return Parse(data)
+}
+
+func tooLarge(size string) error {
+	return &FieldError{Field: "(document)", Value: size, Err: because(ErrRange, "a configuration may have at most %d bytes", MaxSize)}
 }
 
 // syntaxError turns a JSON syntax error into a FieldError with the line and

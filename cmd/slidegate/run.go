@@ -88,11 +88,15 @@ func loadConfig(path string) (*config.Config, error) {
 	if path == "" {
 		return config.Default(), nil
 	}
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, err := config.Parse(data)
+	defer f.Close()
+	// Not os.ReadFile: a file far larger than a configuration may be (a log
+	// named by mistake, /dev/zero, a pipe) was read whole before Parse
+	// refused it, or for ever.
+	cfg, err := config.Read(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/internal/dynalite"
 	"github.com/slidegate/slidegate/internal/testenv"
 	"github.com/slidegate/slidegate/kvstore/memstore"
@@ -51,6 +52,44 @@ func TestCheckConfig(t *testing.T) {
 	if err := run(context.Background(), []string{"check-config", ""}, &out, io.Discard); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "FILE") || out.Len() != 0 {
 		t.Errorf("check-config \"\": %v, output %q; want a usage error naming FILE and no ok", err, out.String())
 	}
+}
+
+// TestCheckConfigEndlessFile: a configuration file that never ends (a pipe
+// whose writer goes on, as /dev/zero does) is refused once it is past
+// config.MaxSize, not read until memory runs out.
+func TestCheckConfigEndlessFile(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "config.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// The writer stops at 4 MiB (or when the reader hangs up), so that
+	// without the bound the test fails instead of running for ever.
+	wrote := make(chan int64, 1)
+	go func() {
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			wrote <- -1
+			return
+		}
+		n, _ := io.Copy(w, io.LimitReader(zeros{}, 4*config.MaxSize))
+		w.Close()
+		wrote <- n
+	}()
+	err := run(context.Background(), []string{"check-config", fifo}, io.Discard, io.Discard)
+	if err == nil || !strings.HasSuffix(err.Error(), "config: (document): more than 1048576 bytes: a configuration may have at most 1048576 bytes") {
+		t.Errorf("check-config of an endless file: %v", err)
+	}
+	if n := <-wrote; n == 4*config.MaxSize {
+		t.Errorf("check-config read all %d bytes the writer offered, want it to stop past %d", n, config.MaxSize)
+	}
+}
+
+// zeros reads as /dev/zero does.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 func TestHashKey(t *testing.T) {
