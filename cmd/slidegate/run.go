@@ -50,15 +50,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stdout, stderr)
-	case "check-config":
-		return checkConfig(args[1:], stdout)
-	case "hash-key":
-		return hashKey(args[1:], os.Stdin, stdout, stderr)
+	case "check-config", "hash-key":
+		rest := args[1:]
+		if len(rest) == 1 && isHelp(rest[0]) {
+			// Not a FILE or a KEY: hash-key --help printed the hash of
+			// "--help", and check-config -h said there was no file -h.
+			fmt.Fprintln(stdout, usage)
+			return nil
+		}
+		if len(rest) == 2 && rest[0] == "--" {
+			rest = rest[1:] // hash-key -- -h hashes the key "-h"
+		}
+		if args[0] == "check-config" {
+			return checkConfig(rest, stdout)
+		}
+		return hashKey(rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintln(stdout, usage)
 		return nil
 	}
 	return fmt.Errorf("%w: unknown command %q\n%s", errUsage, args[0], usage)
+}
+
+// isHelp reports whether arg asks for help as the flag package takes it.
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h"
 }
 
 func checkConfig(args []string, stdout io.Writer) error {

@@ -189,7 +189,8 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"--help"}, {"serve", "--help"}, {"serve", "-h"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"serve", "--help"}, {"serve", "-h"},
+		{"check-config", "-h"}, {"check-config", "--help"}, {"hash-key", "-h"}, {"hash-key", "--help"}, {"hash-key", "-help"}} {
 		var out, errOut strings.Builder
 		if err := run(context.Background(), args, &out, &errOut); err != nil {
 			t.Errorf("run(%q) = %v, want nil: asking for help is not an error", args, err)
@@ -197,6 +198,14 @@ func TestHelp(t *testing.T) {
 		if help := out.String() + errOut.String(); !strings.Contains(help, "listen") {
 			t.Errorf("run(%q) printed %q, want the serve flags or the usage", args, help)
 		}
+	}
+	// A key that looks like a request for help is hashed after "--".
+	var out strings.Builder
+	if err := run(context.Background(), []string{"hash-key", "--", "-h"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if sum := sha256.Sum256([]byte("-h")); out.String() != hex.EncodeToString(sum[:])+"\n" {
+		t.Errorf("hash-key -- -h printed %q, want the hash of -h", out.String())
 	}
 }
 
