@@ -46,9 +46,6 @@ func Parse(data []byte) (*Config, error) {
 		return nil, &FieldError{Field: "(document)", Value: describe(tree), Err: because(ErrType, "must be a JSON object")}
 	}
 	if at, ok := repeatedMember(data); ok {
-		if at == "" {
-			at = `""` // the empty name, at the top
-		}
 		return nil, &FieldError{Field: at, Err: because(ErrDuplicate, "appears more than once in its object (JSON keeps only the last, so the others would be ignored)")}
 	}
 	var c Config
@@ -269,7 +266,14 @@ func tagName(f reflect.StructField) string {
 	return name
 }
 
+// join appends a member's name to a path. A name of other characters than
+// a field's or a plan's is quoted: shown as it is, a zero-width or
+// no-break space pasted into "shadow" made "shadow: unknown field (known:
+// ..., shadow, ...)", and "free " a plan named like free.
 func join(path, key string) string {
+	if !validName(key) {
+		key = quote(key)
+	}
 	if path == "" {
 		return key
 	}

@@ -24,7 +24,8 @@ func TestRepeatedMember(t *testing.T) {
 		{"same name in sibling objects", `{"plans": {"free": {"limits": [{"name": "a"}, {"name": "b"}]}, "pro": {"limits": [{"name": "a"}]}}}`, "", false},
 		{"same name at two depths", `{"identity": {"identity": 1, "headers": []}, "headers": 2}`, "", false},
 		{"names inside strings", `{"check_token": "\"shadow\": {,[", "shadow": true, "cors_origins": ["}", "\\", "shadow"]}`, "", false},
-		{"empty name twice", `{"": 1, "": 2}`, "", true},
+		{"empty name twice", `{"": 1, "": 2}`, `""`, true},
+		{"invisible name", "{\"identity\": {\"a\u200b\": 1, \"a\u200b\": 2}}", `identity."a\u200b"`, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
