@@ -53,10 +53,12 @@ func Parse(data []byte) (*Config, error) {
 	if err := d.decode("", tree, reflect.ValueOf(&c).Elem()); err != nil {
 		return nil, err
 	}
-	c.fillDefaults()
+	// Validated before the defaults are filled in, so that it knows which
+	// fields the document left out (Validate judges them as the defaults).
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	c.fillDefaults()
 	return &c, nil
 }
 

@@ -31,6 +31,7 @@ const MaxWindow = 366 * 24 * time.Hour
 // Zero fields are judged as their defaults. Plans are checked in name order,
 // so the same configuration always reports the same error.
 func (c *Config) Validate() error {
+	defaultPlans := c.Plans == nil
 	c = c.WithDefaults()
 	if len(c.Plans) == 0 {
 		return &FieldError{Field: "plans", Value: "{}", Err: because(ErrEmpty, "must define at least one plan")}
@@ -41,6 +42,17 @@ func (c *Config) Validate() error {
 	ipNames := map[string]string{}
 	if err := checkLimits("ip_limits", c.IPLimits, false, ipNames, nil); err != nil {
 		return err
+	}
+	if defaultPlans {
+		// Named at the ip_limit: the default plans' paths are nowhere in
+		// the file ("plans.enterprise.limits[0]" for an ip_limit "minute").
+		for i, l := range c.IPLimits {
+			for _, name := range names {
+				if slices.ContainsFunc(c.Plans[name].Limits, func(pl Limit) bool { return pl.Name == l.Name }) {
+					return &FieldError{Field: "ip_limits[" + strconv.Itoa(i) + "].name", Value: quote(l.Name), Err: because(ErrDuplicate, "duplicate name: also a limit of the default plans (%s: plans is not set), and both apply to one request", strings.Join(names, ", "))}
+				}
+			}
+		}
 	}
 	smallest, smallestAt := int64(MaxLimit)+1, ""
 	for i, l := range c.IPLimits {
