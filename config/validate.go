@@ -72,6 +72,9 @@ func (c *Config) Validate() error {
 		for i, l := range p.Limits {
 			if l.Limit < smallest {
 				smallest, smallestAt = l.Limit, path+".limits["+strconv.Itoa(i)+"]"
+				if defaultPlans {
+					smallestAt += ", a default plan's: plans is not set"
+				}
 			}
 		}
 		if p.UpgradeURL != "" {
