@@ -83,10 +83,23 @@ func Adapt(h http.Handler) Handler {
 			// The handler gave up on a response it had begun: ReverseProxy
 			// does when the origin's body breaks off. What it wrote is
 			// not the answer.
+			originLost(r, "the response was cut short")
 			return keep(problem(http.StatusBadGateway, "the response was cut short"), w.header), nil
 		}
-		return w.response(), nil
+		res := w.response()
+		if w.tooLarge {
+			originLost(r, "the response is too large for AWS Lambda")
+		}
+		return res, nil
 	}
+}
+
+// originLost logs the ERROR line of a 502 the adapter answers in place of
+// the origin's response, as httpapi.OriginFailed does for an origin that
+// failed before it answered: the client sees only the 502.
+func originLost(r *http.Request, detail string) {
+	slog.Error("origin response not returned", slog.String("error", detail), slog.Int("status", http.StatusBadGateway),
+		slog.String("method", r.Method), slog.String("path", r.URL.Path))
 }
 
 // server is the value of http.ServerContextKey in the requests the
@@ -273,6 +286,7 @@ type writer struct {
 	status   int
 	body     bytes.Buffer
 	overflow bool
+	tooLarge bool // response answered the 502 of a body Lambda cannot carry
 	head     bool // the request's method is HEAD
 	// sent is the header section as it stood at the status, when it
 	// announced trailers (nil otherwise: the header is read at the end),
@@ -314,6 +328,7 @@ func (w *writer) Write(p []byte) (int, error) {
 
 func (w *writer) response() events.LambdaFunctionURLResponse {
 	if w.overflow {
+		w.tooLarge = true
 		return keep(problem(http.StatusBadGateway, "the response is too large for AWS Lambda"), w.header)
 	}
 	header := w.header
@@ -344,6 +359,7 @@ func (w *writer) response() events.LambdaFunctionURLResponse {
 	}
 	res.IsBase64Encoded = true
 	if payloadLen(res, base64.StdEncoding.EncodedLen(len(b))) > maxPayload {
+		w.tooLarge = true
 		return keep(problem(http.StatusBadGateway, "the response is too large for AWS Lambda"), w.header)
 	}
 	res.Body = base64.StdEncoding.EncodeToString(b)

@@ -1092,3 +1092,61 @@ func TestHandlerDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestBadGatewaysAreLogged: a 502 the adapter answers in place of the
+// origin's response leaves an ERROR line, as an origin that failed before
+// it answered does (README, Logs): the client sees only the 502, and
+// without the line the operator would see nothing at all.
+func TestBadGatewaysAreLogged(t *testing.T) {
+	ev := event(t, "functionurl-get.json")
+	binary := bytes.Repeat([]byte{0xff}, 4_600_000) // fits as bytes, not as base64
+	tests := []struct {
+		name   string
+		h      http.HandlerFunc
+		status int
+		line   string // "" when no ERROR line is wanted
+	}{
+		{"cut short", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "the first half")
+			panic(http.ErrAbortHandler)
+		}, 502, "the response was cut short"},
+		{"too large as text", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write(bytes.Repeat([]byte("x"), maxPayload+1))
+		}, 502, "the response is too large for AWS Lambda"},
+		{"too large as base64", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write(binary)
+		}, 502, "the response is too large for AWS Lambda"},
+		{"served", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write(binary[:1000])
+		}, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			defer slog.SetDefault(slog.Default())
+			slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+			res, err := Adapt(tt.h)(context.Background(), ev)
+			if err != nil || res.StatusCode != tt.status {
+				t.Fatalf("got %d, %v; want %d", res.StatusCode, err, tt.status)
+			}
+			var lines []map[string]any
+			for l := range strings.Lines(logs.String()) {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+				lines = append(lines, m)
+			}
+			if tt.line == "" {
+				if len(lines) != 0 {
+					t.Errorf("logged %v, want nothing", lines)
+				}
+				return
+			}
+			if len(lines) != 1 || lines[0]["level"] != "ERROR" || lines[0]["error"] != tt.line ||
+				lines[0]["status"] != float64(502) || lines[0]["method"] != "GET" || lines[0]["path"] == nil {
+				t.Errorf("logged %v, want one ERROR line with error %q, status 502, method and path", lines, tt.line)
+			}
+		})
+	}
+}
