@@ -273,30 +273,11 @@ func upperASCII(c byte) byte {
 // forged X-Real-IP), unless it is a configured key header itself, and
 // any other spelling of a configured key header (Api-Key, for a
 // configured api_key). nginx drops names with an underscore by default.
-//
-// A key header on several lines goes on as one, its lines joined as the
-// pre-filter joined them to count the key (apiKey): an origin that reads
-// one line (Go's Header.Get and servlets the first, PHP the last) served
-// the key of that line, while the pre-filter counted the lines together,
-// a fresh identity for every made-up line beside the key. API Gateway and
-// fetch hand the Lambda's and the Worker's origin one line already.
-//
-// A key header the Connection field names is dropped, as the proxies drop
-// it: apiKey took it for no key, and an origin in this process (Next a
-// handler, no proxy between) served it.
+// Key headers go on as the pre-filter read them (keyLines).
 func (h *Handler) forOrigin(hd http.Header) {
-	if conn := hd["Connection"]; len(conn) > 0 {
-		for _, kh := range h.keyHeaders {
-			if listed(conn, kh) {
-				delete(hd, kh)
-			}
-		}
-	}
-	for k, vs := range hd {
+	h.keyLines(hd)
+	for k := range hd {
 		if slices.Contains(h.keyHeaders, k) {
-			if len(vs) > 1 {
-				hd[k] = []string{strings.Join(vs, ", ")}
-			}
 			continue
 		}
 		drop := strings.IndexByte(k, '_') >= 0

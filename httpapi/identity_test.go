@@ -439,7 +439,7 @@ func TestCGIEqual(t *testing.T) {
 }
 
 // TestKeyLinesReachOriginAsCounted: a key header sent on several lines is
-// counted as its lines joined (k1,k2), and reaches the origin so, as one
+// counted as its lines joined (k1,k2), and reaches the origin so, one
 // line: an origin that reads the first line (Go's Header.Get, servlets,
 // hyper) or the last (PHP) served the pro key, exhausted, once more per
 // made-up second line, each a fresh identity of the default plan. The
@@ -462,21 +462,21 @@ func TestKeyLinesReachOriginAsCounted(t *testing.T) {
 	}{
 		{"made-up line after the key",
 			func(i int) http.Header { return http.Header{"X-API-Key": {proKey, "x" + strconv.Itoa(i)}} },
-			func(i int) string { return proKey + ", x" + strconv.Itoa(i) }},
+			func(i int) string { return proKey + ",x" + strconv.Itoa(i) }},
 		{"made-up line before the key",
 			func(i int) http.Header { return http.Header{"X-API-Key": {"x" + strconv.Itoa(i), proKey}} },
-			func(i int) string { return "x" + strconv.Itoa(i) + ", " + proKey }},
+			func(i int) string { return "x" + strconv.Itoa(i) + "," + proKey }},
 		{"empty line before the key",
 			func(int) http.Header { return http.Header{"X-API-Key": {"", proKey}} },
-			func(int) string { return ", " + proKey }},
+			func(int) string { return "," + proKey }},
 		{"the key twice",
 			func(int) http.Header { return http.Header{"X-API-Key": {proKey, proKey}} },
-			func(int) string { return proKey + ", " + proKey }},
+			func(int) string { return proKey + "," + proKey }},
 		{"Authorization on two lines",
 			func(i int) http.Header {
 				return http.Header{"Authorization": {"Bearer " + proKey, "Bearer x" + strconv.Itoa(i)}}
 			},
-			func(i int) string { return "Bearer " + proKey + ", Bearer x" + strconv.Itoa(i) }},
+			func(i int) string { return "Bearer " + proKey + ",Bearer x" + strconv.Itoa(i) }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, testConfig(t, nil), func(o *Options) { o.Next = NewProxy(u, nil, nil) })

@@ -1,0 +1,34 @@
+//go:build !js
+
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+)
+
+// keyLines makes the key headers of hd, a request's header about to go to
+// the origin, what apiKey read:
+//
+//   - A key header on several lines goes on as one, its lines joined as
+//     apiKey joined them to count the key. An origin that reads one line
+//     (Go's Header.Get and servlets the first, PHP the last) served the key
+//     of that line, while the pre-filter counted the lines together: a
+//     fresh identity for every made-up line sent beside a used-up key.
+//   - A key header the Connection field names is dropped, as the proxies
+//     drop it: apiKey took it for no key, and an origin in this process
+//     (Next a handler, no proxy between) served it.
+//
+// The Worker has its own (keylines_js.go): fetch hands it every header on
+// one line, and its proxy drops what Connection names.
+func (h *Handler) keyLines(hd http.Header) {
+	conn := hd["Connection"]
+	for _, kh := range h.keyHeaders {
+		switch vs := hd[kh]; {
+		case len(conn) > 0 && listed(conn, kh):
+			delete(hd, kh)
+		case len(vs) > 1:
+			hd[kh] = []string{strings.Join(vs, ",")}
+		}
+	}
+}
