@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net/http"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,9 +16,9 @@ import (
 // debugPath serves the debug log when SLIDEGATE_DEBUG is "1" (tests only).
 const debugPath = "/__slidegate/debug"
 
-// memHeader carries the Go instance's memory (runtime.MemStats.Sys, which
-// in Wasm is the linear memory the runtime has taken) on every response of
-// a debug Worker.
+// memHeader carries the Go instance's memory (the size of its Wasm linear
+// memory: the static data and what the runtime has taken) on every response
+// of a debug Worker.
 const memHeader = "X-Slidegate-Debug-Mem"
 
 // streamHeader is set to "1" on a debug Worker's answer whose body went
@@ -164,12 +163,4 @@ func (m *memWriter) WriteHeader(code int) {
 func (m *memWriter) Write(b []byte) (int, error) {
 	m.stamp()
 	return m.ResponseWriter.Write(b)
-}
-
-// goMemory is the memory the Go runtime has taken from the system: in Wasm,
-// its linear memory.
-func goMemory() uint64 {
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.Sys
 }

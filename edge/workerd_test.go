@@ -241,6 +241,11 @@ func TestWorkerdPreFilter(t *testing.T) {
 		if got, want := res.Header.Get("RateLimit-Policy"), fmt.Sprintf(`"day";q=5;w=%d`, int(testWindow.Seconds())); got != want {
 			t.Errorf("RateLimit-Policy = %q", got)
 		}
+		// The debug Worker's memory: whole 64 KiB pages of linear
+		// memory, more than the 3 MB its static data take.
+		if m, err := strconv.ParseInt(res.Header.Get(memHeader), 10, 64); err != nil || m < 3<<20 || m%(64<<10) != 0 {
+			t.Errorf("request %d: %s = %q, want the linear memory's size", i+1, memHeader, res.Header.Get(memHeader))
+		}
 	}
 	res, body := get(t, client, w.URL+"/v1/items", key)
 	if res.StatusCode != http.StatusTooManyRequests {
