@@ -440,9 +440,9 @@ func TestCGIEqual(t *testing.T) {
 
 // TestKeyLinesReachOriginAsCounted: a key header sent on several lines is
 // counted as its lines joined (k1,k2), and reaches the origin so, one
-// line: an origin that reads the first line (Go's Header.Get, servlets,
-// hyper) or the last (PHP) served the pro key, exhausted, once more per
-// made-up second line, each a fresh identity of the default plan. The
+// line: an origin that reads one line (Go's Header.Get, servlets and hyper
+// read the first; others the last) served the pro key, used up, once more
+// per made-up other line, each a fresh identity of the default plan. The
 // Lambda (API Gateway joins the lines) and the Worker (fetch joins them)
 // send the origin one line already.
 func TestKeyLinesReachOriginAsCounted(t *testing.T) {

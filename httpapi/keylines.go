@@ -12,9 +12,10 @@ import (
 //
 //   - A key header on several lines goes on as one, its lines joined as
 //     apiKey joined them to count the key. An origin that reads one line
-//     (Go's Header.Get and servlets the first, PHP the last) served the key
-//     of that line, while the pre-filter counted the lines together: a
-//     fresh identity for every made-up line sent beside a used-up key.
+//     (Go's Header.Get, a servlet's getHeader, hyper's get: the first)
+//     served the key of that line, while the pre-filter counted the lines
+//     together: a fresh identity for every made-up line sent after a
+//     used-up key.
 //   - A key header the Connection field names is dropped, as the proxies
 //     drop it: apiKey took it for no key, and an origin in this process
 //     (Next a handler, no proxy between) served it.
