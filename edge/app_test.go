@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"reflect"
@@ -700,6 +701,19 @@ func TestDebugRoute(t *testing.T) {
 	}
 	if len(rep.Keys) != 3 || rep.Keys[2].N != 3 {
 		t.Errorf("listed keys %+v, want the 3 keys of both pages", rep.Keys)
+	}
+}
+
+// TestListParam: the debug route reads its list parameter as
+// url.Values.Get does.
+func TestListParam(t *testing.T) {
+	for _, q := range []string{"", "list=sg:", "list=sg%3Abulk-day%3A", "a=1&list=sg:x&list=sg:y", "lister=1", "list=", "list=a+b", "list=%zz&list=ok", "list=a;b&list=c"} {
+		t.Run(q, func(t *testing.T) {
+			want, _ := url.ParseQuery(q)
+			if got := listParam(q); got != want.Get("list") {
+				t.Errorf("listParam(%q) = %q, want %q", q, got, want.Get("list"))
+			}
+		})
 	}
 }
 
