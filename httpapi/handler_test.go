@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -433,6 +435,68 @@ func TestHashKey(t *testing.T) {
 	}
 	if got, want := redact("ip:192.0.2.1"), "ip:192.0.2.1"; got != want {
 		t.Errorf("redact = %s, want %s", got, want)
+	}
+}
+
+// TestHashKeyScheme: an Authorization-style key ("<scheme> <credentials>")
+// counts with its scheme in lower case and one space after it (RFC 9110
+// 11.1: the scheme is case-insensitive and followed by 1*SP), and nothing
+// else of a key changes: the credentials keep their case, and a key with no
+// space (an X-API-Key value) is hashed as sent.
+func TestHashKeyScheme(t *testing.T) {
+	sum := func(s string) string {
+		h := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(h[:])
+	}
+	tests := []struct{ key, hashedAs string }{
+		{"bearer abc", "bearer abc"},
+		{"Bearer abc", "bearer abc"},
+		{"BEARER abc", "bearer abc"},
+		{"Bearer  abc", "bearer abc"},
+		{"Bearer \tabc", "bearer abc"},
+		{"Basic QWxhZGRpbjpvcGVu", "basic QWxhZGRpbjpvcGVu"},
+		{"bearer ABC", "bearer ABC"},
+		{"Token a b", "token a b"},
+		{"Abc-Key", "Abc-Key"},
+		{"Bearer", "Bearer"},
+		{"Bearer ", "Bearer "},
+		{" Bearer abc", " Bearer abc"},
+		{"Bearer a, BEARER b", "bearer a,BEARER b"},
+		{"É abc", "É abc"},
+	}
+	for _, tt := range tests {
+		if got, want := HashKey(tt.key), sum(tt.hashedAs); got != want {
+			t.Errorf("HashKey(%q) = %s, want the hash of %q", tt.key, got, tt.hashedAs)
+		}
+	}
+	long := "Bearer " + strings.Repeat("x", 300) // past withScheme's stack buffer
+	if got, want := HashKey(long), sum("b"+long[1:]); got != want {
+		t.Errorf("HashKey of a 307-byte key = %s, want the hash of its lower-case form", got)
+	}
+}
+
+// TestAuthSchemeVariantsAreOneClient: "Bearer k", "bearer k", "BEARER k"
+// and "Bearer  k" are one credential to the origins that follow RFC 9110
+// (passport-http-bearer, Spring Security, DRF's split()); hashed whole,
+// each was a fresh default-plan quota for a used-up pro key.
+func TestAuthSchemeVariantsAreOneClient(t *testing.T) {
+	cfg := testConfig(t, func(m map[string]any) {
+		m["api_keys"] = map[string]any{HashKey("Bearer " + proKey): "pro"}
+	})
+	f := newFixture(t, cfg, nil)
+	for i := range 10 { // pro: 10 a minute
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"Authorization": {"Bearer " + proKey}}))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: %d", i, w.Code)
+		}
+	}
+	for _, v := range []string{"Bearer " + proKey, "bearer " + proKey, "BEARER " + proKey, "Bearer  " + proKey} {
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"Authorization": {v}}))
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("X-RateLimit-Limit") != "10" {
+			t.Errorf("%q after the pro key's 10: %d, limit %q; want 429 on the pro plan (10)", v, w.Code, w.Header().Get("X-RateLimit-Limit"))
+		}
 	}
 }
 

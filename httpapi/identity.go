@@ -63,16 +63,54 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 // lines, k1 and k2, is "k1,k2" to the local server, "k1,k2" to the Lambda
 // (API Gateway joins lines with ",") and "k1, k2" to a Worker (JavaScript
 // joins them with ", "), and must be one client on all three.
+//
+// A key of the form "<scheme> <credentials>" (Authorization's, RFC 9110
+// 11.4) is hashed with its scheme in lower case and one space before the
+// credentials: the scheme is case-insensitive and may be followed by
+// several spaces, so "Bearer k", "bearer k" and "Bearer  k" are one
+// credential to the origins that follow RFC 9110, and must be one client
+// here, not one fresh quota per spelling.
 func hashKey(key string, out *[64]byte) {
 	if strings.IndexByte(key, ',') >= 0 {
 		key = joinElements(key)
 	}
-	// Sum256 neither keeps nor changes its argument, so it reads the
-	// key's bytes where they are: []byte(key) copied every key longer
-	// than 32 bytes, an allocation per request for a typical key and 100
-	// KB for a 100 KB one.
-	sum := sha256.Sum256(unsafe.Slice(unsafe.StringData(key), len(key)))
+	var buf [128]byte
+	sum := sha256.Sum256(withScheme(buf[:0], key))
 	hex.Encode(out[:], sum[:])
+}
+
+// withScheme returns key's bytes with the scheme of a "<scheme>
+// <credentials>" key in lower case (ASCII) and the spaces and tabs after
+// it as one space, built in dst when that changes anything. Otherwise it
+// returns key's bytes where they are: Sum256 neither keeps nor changes
+// its argument, and []byte(key) copied every key longer than 32 bytes,
+// an allocation per request for a typical key and 100 KB for a 100 KB
+// one.
+func withScheme(dst []byte, key string) []byte {
+	as := unsafe.Slice(unsafe.StringData(key), len(key))
+	i := strings.IndexAny(key, " \t")
+	if i <= 0 {
+		return as
+	}
+	j := i + 1
+	for j < len(key) && (key[j] == ' ' || key[j] == '\t') {
+		j++
+	}
+	lower := j == i+1 && key[i] == ' '
+	for k := 0; k < i && lower; k++ {
+		lower = key[k] < 'A' || key[k] > 'Z'
+	}
+	if lower || j == len(key) {
+		return as
+	}
+	for k := range i {
+		c := key[k]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
+	}
+	return append(append(dst, ' '), key[j:]...)
 }
 
 // joinElements returns the comma-separated elements of v, each trimmed of

@@ -201,7 +201,8 @@ func TestLongForwardedFor(t *testing.T) {
 }
 
 // TestAPIKeyForms: which header value is the key, and that the identity is
-// the SHA-256 of exactly that value.
+// the SHA-256 of exactly that value, with an Authorization-style scheme in
+// lower case (TestHashKeyScheme).
 func TestAPIKeyForms(t *testing.T) {
 	k := func(key string) string { // not HashKey, the code under test
 		sum := sha256.Sum256([]byte(key))
@@ -215,17 +216,17 @@ func TestAPIKeyForms(t *testing.T) {
 	}{
 		{"X-API-Key", http.Header{"X-API-Key": {"abc"}}, k("abc")},
 		{"empty X-API-Key: no key", http.Header{"X-API-Key": {""}}, "ip:192.0.2.1"},
-		{"empty X-API-Key: Authorization", http.Header{"X-API-Key": {""}, "Authorization": {"Bearer z"}}, k("Bearer z")},
+		{"empty X-API-Key: Authorization", http.Header{"X-API-Key": {""}, "Authorization": {"Bearer z"}}, k("bearer z")},
 		{"X-API-Key before Authorization", http.Header{"X-API-Key": {"abc"}, "Authorization": {"Bearer z"}}, k("abc")},
 		{"two lines: joined with commas", http.Header{"X-API-Key": {"a", "b"}}, k("a,b")},
 		{"three lines", http.Header{"X-API-Key": {"a", "b", "c"}}, k("a,b,c")},
 		{"empty first line", http.Header{"X-API-Key": {"", "b"}}, k(",b")},
-		{"two Authorization lines", http.Header{"Authorization": {"Bearer a", "Bearer b"}}, k("Bearer a,Bearer b")},
-		{"Bearer", http.Header{"Authorization": {"Bearer abc"}}, k("Bearer abc")},
+		{"two Authorization lines", http.Header{"Authorization": {"Bearer a", "Bearer b"}}, k("bearer a,Bearer b")},
+		{"Bearer", http.Header{"Authorization": {"Bearer abc"}}, k("bearer abc")},
 		{"bearer", http.Header{"Authorization": {"bearer abc"}}, k("bearer abc")},
-		{"Basic", http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, k("Basic dXNlcjpwYXNz")},
+		{"Basic", http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, k("basic dXNlcjpwYXNz")},
 		{"no scheme", http.Header{"Authorization": {"abc"}}, k("abc")},
-		{"Digest with commas", http.Header{"Authorization": {`Digest username="u", realm="r"`}}, k(`Digest username="u",realm="r"`)},
+		{"Digest with commas", http.Header{"Authorization": {`Digest username="u", realm="r"`}}, k(`digest username="u",realm="r"`)},
 		// Lines joined as a Worker gets them (JavaScript joins them with
 		// ", "), with white space around elements, empty elements.
 		{"comma and space", http.Header{"X-API-Key": {"a, b"}}, k("a,b")},
@@ -250,8 +251,9 @@ func TestAPIKeyForms(t *testing.T) {
 }
 
 // TestAPIKeysDistinct: keys that differ only in case, in inner white
-// space or in how their lines are split are separate clients; the lines
-// of a header are one key, not its first line.
+// space or in how their lines are split are separate clients, except in
+// the case of an Authorization scheme and the spaces after it (RFC 9110
+// 11.1); the lines of a header are one key, not its first line.
 func TestAPIKeysDistinct(t *testing.T) {
 	key := func(vs ...string) http.Header { return http.Header{"X-API-Key": vs} }
 	auth := func(v string) http.Header { return http.Header{"Authorization": {v}} }
@@ -262,7 +264,9 @@ func TestAPIKeysDistinct(t *testing.T) {
 	}{
 		{"case", key("abc"), key("ABC"), false},
 		{"inner space", key("a bc"), key("abc"), false},
-		{"scheme case", auth("Bearer abc"), auth("bearer abc"), false},
+		{"scheme case", auth("Bearer abc"), auth("bearer abc"), true},
+		{"spaces after the scheme", auth("Bearer abc"), auth("Bearer   abc"), true},
+		{"credentials case", auth("Bearer abc"), auth("Bearer ABC"), false},
 		{"scheme", auth("Bearer abc"), auth("Token abc"), false},
 		{"header does not matter", key("Bearer abc"), auth("Bearer abc"), true},
 		{"lines are not the first line", key("a", "b"), key("a"), false},
