@@ -168,6 +168,11 @@ func ParseOrigin(s string) (*url.URL, error) {
 		// may be the user info ("https://tokenPART/rest@origin").
 		return nil, fmt.Errorf("%q: an @ in the path or query, or in user info; user info is not sent to the origin, and a literal @ must be written %%40", u.Scheme+"://…")
 	}
+	if strings.ContainsAny(s, " \t\n\v\f\r") {
+		// url.Parse keeps a space in the path: "http://origin/ " (from
+		// an env file) sent every request to "/%20/...", a 404 each.
+		return nil, fmt.Errorf("%q: white space in the URL (one left at its end?); a space in a path is written %%20", shown)
+	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return nil, fmt.Errorf("%q: port %q: must be 1 to 65535", shown, p)

@@ -413,6 +413,22 @@ func TestParseOriginHidesPassword(t *testing.T) {
 // digits and holds "/", "?" or "#" is parsed by Go as a port and a path,
 // a query or a fragment; the port error quoted the port, the digits of the
 // password (found by a sixth review).
+// TestParseOriginRefusesSpace: "http://127.0.0.1:8081/ " (a space left at
+// the end, as from an env file) parsed, and every request went to
+// "/%20/v1/items" and got the origin's 404.
+func TestParseOriginRefusesSpace(t *testing.T) {
+	for _, s := range []string{
+		"http://127.0.0.1:8081/ ",
+		"https://origin.example/api ",
+		"https://origin.example/a b",
+		"https://origin.example/?q= ",
+	} {
+		if u, err := ParseOrigin(s); err == nil || !strings.Contains(err.Error(), "white space") {
+			t.Errorf("ParseOrigin(%q) = %v, %v; want the white space named", s, u, err)
+		}
+	}
+}
+
 func TestParseOriginPortHidesPasswordDigits(t *testing.T) {
 	for _, s := range []string{
 		"https://deploy:9876543/x@origin.example",
