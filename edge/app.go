@@ -562,6 +562,12 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		out.Header.Del("Host")
 	}
 	removeHop(out.Header)
+	// The client's 100-continue is answered by the time the Worker runs
+	// (its body streams in), and fetch does not pass an origin's interim
+	// 100 on: forwarded, the expectation held the upload until workerd
+	// cancelled the request as hung, a 500 counted against the client
+	// (TestWorkerdExpectContinue; cloudflare/workerd#6845).
+	out.Header.Del("Expect")
 	forwarding(out.Header, r)
 	if b, ok := body.(*requestBody); ok {
 		b.sent.Store(true)

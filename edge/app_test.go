@@ -169,11 +169,11 @@ func TestProxyHeadersAsSent(t *testing.T) {
 	})}
 	h, _ := originHandler("https://origin.example.com", o)
 	r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
-	r.Header = jsSplit(http.Header{"X-List": {"a,b"}, "If-None-Match": {`"x,y", W/"z"`}, "Proxy-Authorization": {"Basic c2VjcmV0"}})
+	r.Header = jsSplit(http.Header{"X-List": {"a,b"}, "If-None-Match": {`"x,y", W/"z"`}, "Proxy-Authorization": {"Basic c2VjcmV0"}, "Expect": {"100-continue"}})
 	joinRequestHeader(r.Header) // as serve does before any handler
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
-	for k, want := range map[string][]string{"X-List": {"a,b"}, "If-None-Match": {`"x,y", W/"z"`}, "Proxy-Authorization": nil} {
+	for k, want := range map[string][]string{"X-List": {"a,b"}, "If-None-Match": {`"x,y", W/"z"`}, "Proxy-Authorization": nil, "Expect": nil} {
 		if got := o.got.Header[k]; !slices.Equal(got, want) {
 			t.Errorf("the origin got %s %q, want %q", k, got, want)
 		}

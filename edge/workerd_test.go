@@ -891,6 +891,32 @@ func etag(t *testing.T, res *http.Response) {
 	}
 }
 
+// TestWorkerdExpectContinue: an upload sent with Expect: 100-continue (curl
+// sends it with a body over 1 KiB, Maven with every PUT) reaches the
+// origin. The Worker forwarded the header, fetch waited for an interim
+// answer it never passed on, and workerd cancelled the request as hung: a
+// 500 from the runtime, counted against the client's limit
+// (cloudflare/workers-sdk#7185, cloudflare/workerd#6845).
+func TestWorkerdExpectContinue(t *testing.T) {
+	w := slidegateWorker(t)
+	client := &http.Client{Timeout: 30 * time.Second}
+	payload := strings.Repeat("u", 4<<10)
+	for _, method := range []string{"POST", "PUT"} {
+		t.Run(method, func(t *testing.T) {
+			req, err := http.NewRequest(method, w.URL+"/v1/upload", strings.NewReader(payload))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-API-Key", randomKey(t))
+			req.Header.Set("Expect", "100-continue")
+			res, b := send(t, client, req)
+			if want := "origin:/v1/upload body=" + payload; res.StatusCode != http.StatusOK || string(b) != want {
+				t.Errorf("%s with Expect: 100-continue: %d %.200q, want 200 from the origin with the body", method, res.StatusCode, b)
+			}
+		})
+	}
+}
+
 // TestWorkerdLargeBodies: 2 MiB reach the client and the origin byte for
 // byte, with a declared length and without one.
 func TestWorkerdLargeBodies(t *testing.T) {
