@@ -156,6 +156,14 @@ func ParseOrigin(s string) (*url.URL, error) {
 		}
 	}
 	switch {
+	case strings.ContainsAny(s, " \t\n\v\f\r"):
+		// Before the other cases: url.Parse keeps a space in the path
+		// ("http://origin/ " from an env file sent every request to
+		// "/%20/..."), and refuses one after a host or a port, or a
+		// carriage return (an env file saved with CRLF), which was
+		// reported as "must be an absolute http or https URL", the one
+		// thing the URL was.
+		return nil, fmt.Errorf("%q: white space in the URL (one left at its end?); a space in a path is written %%20", shown)
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
 		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)
 	case u.User != nil:
@@ -167,11 +175,6 @@ func ParseOrigin(s string) (*url.URL, error) {
 		// Shown: the scheme alone. What Go took for the host and port
 		// may be the user info ("https://tokenPART/rest@origin").
 		return nil, fmt.Errorf("%q: an @ in the path or query, or in user info; user info is not sent to the origin, and a literal @ must be written %%40", u.Scheme+"://…")
-	}
-	if strings.ContainsAny(s, " \t\n\v\f\r") {
-		// url.Parse keeps a space in the path: "http://origin/ " (from
-		// an env file) sent every request to "/%20/...", a 404 each.
-		return nil, fmt.Errorf("%q: white space in the URL (one left at its end?); a space in a path is written %%20", shown)
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {

@@ -409,26 +409,42 @@ func TestParseOriginHidesPassword(t *testing.T) {
 	}
 }
 
-// TestParseOriginPortHidesPasswordDigits: a password that starts with
-// digits and holds "/", "?" or "#" is parsed by Go as a port and a path,
-// a query or a fragment; the port error quoted the port, the digits of the
-// password (found by a sixth review).
 // TestParseOriginRefusesSpace: "http://127.0.0.1:8081/ " (a space left at
 // the end, as from an env file) parsed, and every request went to
-// "/%20/v1/items" and got the origin's 404.
+// "/%20/v1/items" and got the origin's 404. White space where url.Parse
+// refuses it (after a host or a port, as "http://127.0.0.1:8081 " from
+// an env file; before the scheme; a carriage return from a file saved with
+// CRLF) was refused as "must be an absolute http or https URL with a
+// host", which the URL is; it is named too, and a password stays hidden.
 func TestParseOriginRefusesSpace(t *testing.T) {
 	for _, s := range []string{
 		"http://127.0.0.1:8081/ ",
 		"https://origin.example/api ",
 		"https://origin.example/a b",
 		"https://origin.example/?q= ",
+		"http://127.0.0.1:8081 ",
+		"https://origin.example ",
+		"http://127.0.0.1:8081\t",
+		" https://origin.example",
+		"https://origin.example/\r",
+		"https://origin.example\r\n",
+		"https://deploy:SECRET @origin.example",
+		"https://deploy:4242/SECRET @origin.example",
 	} {
-		if u, err := ParseOrigin(s); err == nil || !strings.Contains(err.Error(), "white space") {
+		u, err := ParseOrigin(s)
+		if err == nil || !strings.Contains(err.Error(), "white space") {
 			t.Errorf("ParseOrigin(%q) = %v, %v; want the white space named", s, u, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("ParseOrigin(%q): the error shows the password: %v", s, err)
 		}
 	}
 }
 
+// TestParseOriginPortHidesPasswordDigits: a password that starts with
+// digits and holds "/", "?" or "#" is parsed by Go as a port and a path,
+// a query or a fragment; the port error quoted the port, the digits of the
+// password (found by a sixth review).
 func TestParseOriginPortHidesPasswordDigits(t *testing.T) {
 	for _, s := range []string{
 		"https://deploy:9876543/x@origin.example",

@@ -43,6 +43,7 @@ func FuzzParseOrigin(f *testing.F) {
 	for _, s := range []string{
 		"https://origin.example", "https://u:SECRET@h", "ftp://h/?a@b&t=SECRET", "https://", "http://[::1]:0/", "%",
 		"https:SECRET@x", "https://svc:0/SECRET@origin.example", "https://h:0/?t=SECRET", "svc:SECRET@h",
+		"https://u:SECRET@h ", "https://svc:0/SECRET@origin.example ", "https://h:0/?t=SECRET ", "https://svc:0/x SECRET@h",
 	} {
 		f.Add(s)
 	}
