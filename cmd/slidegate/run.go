@@ -58,8 +58,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintln(stdout, usage)
 			return nil
 		}
-		if len(rest) == 2 && rest[0] == "--" {
-			rest = rest[1:] // hash-key -- -h hashes the key "-h"
+		if len(rest) > 0 && rest[0] == "--" {
+			// hash-key -- -h hashes the key "-h"; "--" alone ends the
+			// options and gives no KEY (hash-key -- $KEY, KEY unset,
+			// printed the hash of "--").
+			rest = rest[1:]
 		}
 		if args[0] == "check-config" {
 			return checkConfig(rest, stdout)

@@ -153,6 +153,10 @@ func TestUsageErrors(t *testing.T) {
 		{"frobnicate"},
 		{"hash-key"},
 		{"check-config"},
+		// "--" ends the options (3ece378) and gives no KEY or FILE:
+		// hash-key -- $KEY, KEY unset, printed the hash of "--".
+		{"hash-key", "--"},
+		{"check-config", "--"},
 		{"serve", "--origin", "http://x", "--demo-origin"},
 		{"serve", "--store", "redis"},
 		{"serve", "--store", "dynamodb"},
