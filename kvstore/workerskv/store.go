@@ -349,6 +349,13 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 		cell.Busy = 0
 		if err == nil {
 			cell.N, cell.At = sum, max(start, 1)
+		} else {
+			// The slot counts as being listed for one list interval
+			// more, so that the next list comes no sooner than a
+			// refresh would: while KV refused every list (the Free
+			// plan's 1,000 a day used up), each request listed each
+			// slot again and logged the failure.
+			cell.Busy = start + s.listMs - staleBusy
 		}
 		cell.Expires = sl.Expires().UnixMilli()
 		c.Set(sumKey(prefix), cell)

@@ -470,13 +470,19 @@ func TestListFailures(t *testing.T) {
 	if counts[0] != 3 {
 		t.Errorf("count on a failed list = %d, want the own count 3", counts[0])
 	}
-	// The next Load does not wait on KV again: it lists in the background.
+	// The next Load does not wait on KV again, and lists in the background
+	// once a list interval has passed since the failure
+	// (TestFailedListsWaitTheListInterval).
 	lists := kv.listCount()
 	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil {
 		t.Errorf("Load after the failure: %v", err)
 	}
 	if got := kv.listCount(); got != lists {
 		t.Errorf("Load after a failed cold list listed %d times in the request, want 0", got-lists)
+	}
+	s.advance(DefaultListInterval)
+	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil {
+		t.Errorf("Load a list interval after the failure: %v", err)
 	}
 	s.run(s.Now())
 	if got := kv.listCount(); got != lists+1 {
@@ -492,6 +498,77 @@ func TestListFailures(t *testing.T) {
 	if err := iso.store.Load(context.Background(), "id", []kvstore.Slot{cur}, counts); err != nil || counts[0] != 3 {
 		t.Errorf("Load after a failed refresh = %d, %v; want 3, nil", counts[0], err)
 	}
+}
+
+// TestFailedListsWaitTheListInterval: while KV refuses every list (the
+// Free plan's 1,000 lists a day used up, an outage), a slot is listed again
+// no sooner than a list interval after its last failure, as a listed sum
+// is refreshed. Each request listed each slot again (both buckets of every
+// shared rule: 120 failed lists for 60 requests over 6 s, each logged).
+func TestFailedListsWaitTheListInterval(t *testing.T) {
+	for _, listedBefore := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listed before %v", listedBefore), func(t *testing.T) {
+			s := newSim(t0)
+			kv := &listLog{KV: newFakeKV(s.Now, 0), now: s.Now}
+			iso := newIsolate(t, s, kv, "iso-a", Options{})
+			prev, cur := minute(t0), minute(t0)
+			prev.Bucket--
+			slots, counts := []kvstore.Slot{prev, cur}, make([]int64, 2)
+			from := 0
+			if listedBefore {
+				_ = iso.store.Load(context.Background(), "id", slots, counts)
+				s.run(s.Now())
+			}
+			kv.mu.Lock()
+			kv.fail, from = true, len(kv.lists)
+			kv.mu.Unlock()
+			for range 60 { // a request every 100 ms
+				_ = iso.store.Load(context.Background(), "id", slots, counts)
+				s.advance(100 * time.Millisecond)
+			}
+			last, early := map[string]time.Time{}, 0
+			for _, l := range kv.lists[from:] {
+				if at, ok := last[l.prefix]; ok && l.at.Sub(at) < DefaultListInterval {
+					if early++; early == 1 {
+						t.Errorf("%s listed again %v after a failed list, want at least %v", l.prefix, l.at.Sub(at), DefaultListInterval)
+					}
+				}
+				last[l.prefix] = l.at
+			}
+			if early > 0 {
+				t.Errorf("%d of %d lists came early", early, len(kv.lists)-from)
+			}
+			if len(last) == 0 {
+				t.Error("no list in 6 s of failures, want retries")
+			}
+		})
+	}
+}
+
+// listLog is a KV that records when each list was made, and fails them
+// all once fail is set.
+type listLog struct {
+	KV
+	now   func() time.Time
+	mu    sync.Mutex
+	fail  bool
+	lists []listed
+}
+
+type listed struct {
+	prefix string
+	at     time.Time
+}
+
+func (k *listLog) List(ctx context.Context, prefix, cursor string) (Page, error) {
+	k.mu.Lock()
+	k.lists = append(k.lists, listed{prefix, k.now()})
+	fail := k.fail
+	k.mu.Unlock()
+	if fail {
+		return Page{}, errFake
+	}
+	return k.KV.List(ctx, prefix, cursor)
 }
 
 func TestConcurrentAddsAreExact(t *testing.T) {
