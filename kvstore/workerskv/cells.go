@@ -20,9 +20,10 @@ type Cell struct {
 	// listed; 0 means never.
 	At int64
 	// Busy is when the write or list in flight started; 0 means none. A
-	// Busy older than staleBusy is taken over: its request died. A failed
-	// list leaves its sum a Busy one list interval short of stale, so
-	// that the slot is not listed again before that interval.
+	// Busy older than staleBusy is taken over: its request died. A list
+	// that KV failed (not one cut off by the request's deadline) leaves
+	// its sum a Busy one list interval short of stale, so that the slot
+	// is not listed again before that interval.
 	Busy int64
 	// Expires is when the cell becomes useless and may be swept.
 	Expires int64

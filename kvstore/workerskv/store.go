@@ -347,14 +347,17 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 	s.g.Update(func(c Cells) {
 		cell, _ := c.Get(sumKey(prefix))
 		cell.Busy = 0
-		if err == nil {
+		switch {
+		case err == nil:
 			cell.N, cell.At = sum, max(start, 1)
-		} else {
-			// The slot counts as being listed for one list interval
-			// more, so that the next list comes no sooner than a
-			// refresh would: while KV refused every list (the Free
-			// plan's 1,000 a day used up), each request listed each
-			// slot again and logged the failure.
+		case ctx.Err() == nil:
+			// KV failed (not the request's store_timeout, after
+			// which the next request lists in the background at
+			// once): the slot counts as being listed for one list
+			// interval more, so that the next list comes no sooner
+			// than a refresh would. While KV refused every list (the
+			// Free plan's 1,000 a day used up), each request listed
+			// each slot again and logged the failure.
 			cell.Busy = start + s.listMs - staleBusy
 		}
 		cell.Expires = sl.Expires().UnixMilli()

@@ -545,6 +545,32 @@ func TestFailedListsWaitTheListInterval(t *testing.T) {
 	}
 }
 
+// TestTimedOutListIsListedAgainAtOnce: a cold list cut off by the
+// request's store_timeout says nothing against KV: the next request lists
+// the slot in the background at once (with no deadline), not a list
+// interval later as after KV's own failure.
+func TestTimedOutListIsListedAgainAtOnce(t *testing.T) {
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	kv.gate = make(chan struct{}) // lists answer only when the caller gives up
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	slots, counts := []kvstore.Slot{minute(t0)}, make([]int64, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := iso.store.Load(ctx, "id", slots, counts); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cold Load past its deadline = %v, want context.Canceled", err)
+	}
+	kv.mu.Lock()
+	kv.gate = nil
+	kv.mu.Unlock()
+	lists := kv.listCount()
+	_ = iso.store.Load(context.Background(), "id", slots, counts)
+	s.run(s.Now())
+	if got := kv.listCount() - lists; got != 1 {
+		t.Errorf("lists at the next request after a timed-out one = %d, want 1 (in the background)", got)
+	}
+}
+
 // listLog is a KV that records when each list was made, and fails them
 // all once fail is set.
 type listLog struct {
