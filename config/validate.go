@@ -237,6 +237,12 @@ func (i Identity) validate() error {
 		if slices.ContainsFunc(hopByHop, func(name string) bool { return strings.EqualFold(name, h) }) {
 			return &FieldError{Field: at, Value: quote(h), Err: because(ErrValue, "must not be a hop-by-hop header (%s): the proxy never sends it to the origin, so a client could be counted on a made-up value while the origin serves the next key header", strings.Join(hopByHop, ", "))}
 		}
+		if strings.EqualFold(h, "Host") {
+			// net/http keeps Host out of the header map: the local server
+			// would count every client by IP, the Worker every client of
+			// a host name as one key.
+			return &FieldError{Field: at, Value: quote(h), Err: because(ErrValue, "must not be Host: it names the site, not a client, and the local server does not read it as a header")}
+		}
 		for k, prev := range i.Headers[:j] {
 			if cgiName(prev) == cgiName(h) {
 				return &FieldError{Field: at, Value: quote(h), Err: because(ErrValue, "must not be the same name as identity.headers[%d] %q to an origin that reads headers CGI-style (case ignored, \"-\" read as \"_\"): a client could be counted on one and served by the other", k, prev)}
