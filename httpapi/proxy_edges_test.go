@@ -1,6 +1,9 @@
 package httpapi
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -123,5 +126,39 @@ func TestLastHop(t *testing.T) {
 		if got := LastHop(c.xff, c.peer); got != c.want {
 			t.Errorf("LastHop(%q, %s) = %t, want %t", c.xff, c.peer, got, c.want)
 		}
+	}
+}
+
+// timeoutErr is a net.Error that says whether it is a timeout.
+type timeoutErr bool
+
+func (e timeoutErr) Error() string   { return "i/o" }
+func (e timeoutErr) Timeout() bool   { return bool(e) }
+func (e timeoutErr) Temporary() bool { return false }
+
+// TestOriginFailedStatus: the first net.Error of the chain decides 504
+// (it timed out) or 502, however deep the proxy wrapped it.
+func TestOriginFailedStatus(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"deadline", context.DeadlineExceeded, http.StatusGatewayTimeout},
+		{"url.Error of a deadline", &url.Error{Op: "Get", URL: "http://o", Err: context.DeadlineExceeded}, http.StatusGatewayTimeout},
+		{"wrapped twice", fmt.Errorf("proxy: %w", &url.Error{Op: "Get", URL: "http://o", Err: &net.OpError{Op: "read", Err: timeoutErr(true)}}), http.StatusGatewayTimeout},
+		{"not a timeout", &net.OpError{Op: "dial", Err: timeoutErr(false)}, http.StatusBadGateway},
+		{"first net.Error decides", &net.OpError{Op: "dial", Err: fmt.Errorf("x: %w", context.DeadlineExceeded)}, http.StatusBadGateway},
+		{"no net.Error", errors.New("boom"), http.StatusBadGateway},
+		{"canceled", context.Canceled, http.StatusBadGateway},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			OriginFailed(nil, w, httptest.NewRequest("GET", "/", nil), tt.err)
+			if w.Code != tt.want {
+				t.Errorf("%v: %d, want %d", tt.err, w.Code, tt.want)
+			}
+		})
 	}
 }
