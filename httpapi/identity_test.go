@@ -233,6 +233,7 @@ func TestAPIKeyForms(t *testing.T) {
 		{"spaces and tabs around elements", http.Header{"X-API-Key": {"a \t,\t b ,c"}}, k("a,b,c")},
 		{"lines with spaces", http.Header{"X-API-Key": {"a ", " b, c"}}, k("a,b,c")},
 		{"empty elements", http.Header{"X-API-Key": {" , a,"}}, k(",a,")},
+		{"empty first element", http.Header{"X-API-Key": {", b"}}, k(",b")},
 		{"non-ASCII", http.Header{"X-API-Key": {"clé-ключ-鍵"}}, k("clé-ключ-鍵")},
 		{"Latin-1 bytes", http.Header{"X-API-Key": {"cl\xe9"}}, k("cl\xe9")},
 		{"100 KB", http.Header{"X-API-Key": {big}}, k(big)},
@@ -366,6 +367,14 @@ func TestAPIKeyAllocates(t *testing.T) {
 		var hash [64]byte
 		if got := testing.AllocsPerRun(20, func() { f.h.apiKey(r, &hash) }); got != 0 {
 			t.Errorf("key of %d bytes: %v allocations", n, got)
+		}
+	}
+	// A scheme to lower (withScheme's copy): none up to 128 bytes either.
+	for _, n := range []int{40, 128} {
+		r := rawRequest("192.0.2.1:1", http.Header{"Authorization": {"BEARER " + strings.Repeat("k", n-len("BEARER "))}})
+		var hash [64]byte
+		if got := testing.AllocsPerRun(20, func() { f.h.apiKey(r, &hash) }); got != 0 {
+			t.Errorf("Authorization of %d bytes with its scheme in upper case: %v allocations", n, got)
 		}
 	}
 }

@@ -428,6 +428,9 @@ func TestParseOriginRefusesSpace(t *testing.T) {
 		" https://origin.example",
 		"https://origin.example/\r",
 		"https://origin.example\r\n",
+		"https://origin.example/\n", // a YAML block scalar's last line break
+		"https://origin.example\v",
+		"https://origin.example\f",
 		"https://deploy:SECRET @origin.example",
 		"https://deploy:4242/SECRET @origin.example",
 	} {
