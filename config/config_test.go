@@ -345,6 +345,57 @@ func TestReadStopsPastMaxSize(t *testing.T) {
 	}
 }
 
+// TestSizeBound: a document of exactly MaxSize bytes is a configuration
+// to Parse and to Read (a file padded to the bound, say); one byte more is
+// refused by both.
+func TestSizeBound(t *testing.T) {
+	doc := []byte(`{"shadow": true}`)
+	doc = append(doc, strings.Repeat(" ", MaxSize-len(doc))...)
+	if c, err := Parse(doc); err != nil || !c.Shadow {
+		t.Errorf("Parse of %d bytes = %+v, %v; want it parsed", len(doc), c, err)
+	}
+	if c, err := Read(strings.NewReader(string(doc))); err != nil || !c.Shadow {
+		t.Errorf("Read of %d bytes = %+v, %v; want it parsed", len(doc), c, err)
+	}
+	doc = append(doc, ' ')
+	if _, err := Parse(doc); !errors.Is(err, ErrRange) {
+		t.Errorf("Parse of %d bytes = %v, want ErrRange", len(doc), err)
+	}
+	if _, err := Read(strings.NewReader(string(doc))); !errors.Is(err, ErrRange) {
+		t.Errorf("Read of %d bytes = %v, want ErrRange", len(doc), err)
+	}
+}
+
+// failingReader gives a document's start, then fails (a file on a disk
+// that fails, a pipe whose writer died).
+type failingReader struct {
+	start string
+	err   error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if f.start == "" {
+		return 0, f.err
+	}
+	n := copy(p, f.start)
+	f.start = f.start[n:]
+	return n, nil
+}
+
+// TestReadError: a read that fails is the reader's error, not a
+// configuration parsed from what was read before it (here one that parses:
+// the document's end was lost).
+func TestReadError(t *testing.T) {
+	cause := errors.New("input/output error")
+	c, err := Read(&failingReader{start: `{"shadow": true}`, err: cause})
+	if !errors.Is(err, cause) || c != nil {
+		t.Fatalf("Read = %+v, %v; want the read error", c, err)
+	}
+	if got, want := err.Error(), "config: read: input/output error"; got != want {
+		t.Errorf("error %q, want %q", got, want)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	files, _ := filepath.Glob("testdata/invalid/*.json")
 	files = append(files, "../examples/config.json")
