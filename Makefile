@@ -5,13 +5,15 @@ WRANGLER = npx --no-install wrangler
 .PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
 
 # The Worker's own JSON parser (internal/jsonv), its promise glue (internal/jsasync), the isolate's
-# cells (kvstore/workerskv) and the config fixtures also run in Node.
+# cells (kvstore/workerskv), the config fixtures and the limiter's js-only default store also run
+# in Node.
 WASM_EXEC = $$($(GO) env GOROOT)/lib/wasm/go_js_wasm_exec
 
 test:
-	$(GO) vet ./... && GOOS=js GOARCH=wasm $(GO) vet ./edge ./internal/jsonv ./internal/jsasync ./kvstore/workerskv \
+	$(GO) vet ./... && GOOS=js GOARCH=wasm $(GO) vet ./edge ./internal/jsonv ./internal/jsasync ./kvstore/workerskv ./limiter \
 	&& $(GO) test -race -count=1 ./... \
 	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./internal/jsasync ./config ./kvstore/workerskv \
+	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" -run '^TestNoStoreInJS$$' ./limiter \
 	&& cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 bench:

@@ -19,7 +19,6 @@ import (
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/internal/jsonlog"
 	"github.com/slidegate/slidegate/kvstore"
-	"github.com/slidegate/slidegate/kvstore/memstore"
 	"github.com/slidegate/slidegate/limiter"
 	"github.com/slidegate/slidegate/window"
 )
@@ -243,9 +242,11 @@ func New(o Options) (*Handler, error) {
 }
 
 // inMemory reports whether st is a memory store (nil: the limiter's
-// own), which answers at once: no store_timeout timer is needed.
+// own), which answers at once: no store_timeout timer is needed. It asks
+// kvstore.Immediate rather than the type: the Worker links no memory
+// store.
 func inMemory(st kvstore.Store) bool {
-	_, ok := st.(*memstore.Store)
+	_, ok := st.(kvstore.Immediate)
 	return st == nil || ok
 }
 

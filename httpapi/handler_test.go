@@ -880,6 +880,27 @@ func (slowStore) Add(ctx context.Context, id string, slots []kvstore.Slot, costs
 	return ctx.Err()
 }
 
+// TestInMemory: the memory stores (and nil, the limiter's own) go without
+// a store_timeout timer, a measurable share of the pre-filter's cost; any
+// other store, which may wait, gets one.
+func TestInMemory(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		st   kvstore.Store
+		want bool
+	}{
+		{"nil", nil, true},
+		{"memstore", memstore.New(), true},
+		{"memstore limited", memstore.NewLimited(10), true},
+		{"a store that waits", slowStore{}, false},
+		{"a store that fails", &failStore{}, false},
+	} {
+		if got := inMemory(tt.st); got != tt.want {
+			t.Errorf("%s: inMemory %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}
+
 func TestStoreErrors(t *testing.T) {
 	tests := []struct {
 		name    string

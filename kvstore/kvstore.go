@@ -65,6 +65,13 @@ type Cond struct {
 	Add int64
 }
 
+// Immediate is implemented by stores whose calls never wait, because they
+// hold their counters in process memory (the memory store): a caller
+// needs no deadline or timer around their calls.
+type Immediate interface {
+	Immediate()
+}
+
 // Conditional is a Store that can admit atomically, so that a request is
 // counted if and only if it is admitted, under any concurrency (memory,
 // DynamoDB).

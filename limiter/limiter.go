@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/kvstore"
-	"github.com/slidegate/slidegate/kvstore/memstore"
 	"github.com/slidegate/slidegate/window"
 )
 
@@ -72,6 +71,9 @@ var (
 	// may not yet do. With CountDenied the cost is counted in the local
 	// rules only.
 	ErrSharedUnread = errors.New("limiter: the local rules denied; the shared rules could not be read")
+	// ErrNoStore: an Options store was left nil in a js build, which has
+	// no memory store to put there (Options.Store).
+	ErrNoStore = errors.New("limiter: no store: js builds have no memory store; set Options.Store and Options.Local")
 )
 
 // Rule is a window.Rule with a scope.
@@ -86,9 +88,13 @@ type Rule struct {
 // Options configure a Limiter. The zero value is a limiter on a fresh
 // memory store with the deny cache on.
 type Options struct {
-	// Store keeps the shared counters. Nil means memstore.New().
+	// Store keeps the shared counters. Nil means memstore.New(), except
+	// in js builds (the Worker), which leave the memory store out of
+	// their bundle: there nil is a store whose every call fails with
+	// ErrNoStore.
 	Store kvstore.Store
-	// Local keeps the counters of Local rules. Nil means memstore.New().
+	// Local keeps the counters of Local rules. Nil means memstore.New(),
+	// as for Store.
 	Local kvstore.Conditional
 	// CountDenied records the cost of denied requests too, so that a client
 	// that keeps trying stays blocked (punitive limiting). It turns the deny
@@ -199,10 +205,10 @@ func New(o Options) *Limiter {
 	l := &Limiter{countDenied: o.CountDenied}
 	var shared, local kvstore.Store = o.Store, o.Local
 	if o.Store == nil {
-		shared = memstore.New()
+		shared = memory()
 	}
 	if o.Local == nil {
-		local = memstore.New()
+		local = memory()
 	}
 	l.shared, l.local = newStores(shared), newStores(local)
 	if !o.DisableDenyCache && !o.CountDenied {

@@ -26,7 +26,10 @@ const shardBits = 8
 // sweepEvery is how much observed time passes between two sweeps of a shard.
 const sweepEvery = int64(time.Second)
 
-var _ kvstore.RuleUpdater = (*Store)(nil)
+var (
+	_ kvstore.RuleUpdater = (*Store)(nil)
+	_ kvstore.Immediate   = (*Store)(nil)
+)
 
 // evictSample is how many identities a full shard compares to pick the one
 // it drops for a new identity.
@@ -705,6 +708,9 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 	sh.done(sl, i, ok, slots)
 	return ok, nil
 }
+
+// Immediate implements kvstore.Immediate: the store's calls never wait.
+func (*Store) Immediate() {}
 
 // UpdateRule implements kvstore.RuleUpdater. It never fails.
 //
