@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/internal/jsonlog"
@@ -653,8 +654,8 @@ func (h *Handler) logStoreError(r *http.Request, err error, action, id string, p
 		"action", action,
 		"identity", redact(id),
 		"plan", p.name,
-		"method", r.Method,
-		"path", r.URL.Path,
+		"method", logged(r.Method),
+		"path", logged(r.URL.Path),
 	)
 }
 
@@ -669,6 +670,24 @@ func (h *Handler) ipRule(name string) bool {
 	return false
 }
 
+// maxLogged bounds a client's string (its path, its method) in a log
+// line: a client refused at will could otherwise make every denied line
+// carry a path of tens of KiB.
+const maxLogged = 512
+
+// logged returns s cut to at most maxLogged bytes, at a character's start,
+// and "…" after it when it was cut.
+func logged(s string) string {
+	if len(s) <= maxLogged {
+		return s
+	}
+	i := maxLogged
+	for i > maxLogged-utf8.UTFMax && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
 func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *verdict) {
 	d := v.deciding
 	h.log.InfoContext(r.Context(), "denied",
@@ -680,8 +699,8 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 		"retry_after_ms", ceilDiv(d.RetryAfter, time.Millisecond),
 		"shadow", h.shadow,
 		"cached", v.cached,
-		"method", r.Method,
-		"path", r.URL.Path,
+		"method", logged(r.Method),
+		"path", logged(r.URL.Path),
 	)
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -512,6 +513,56 @@ func TestKeyLinesReachOriginAsCounted(t *testing.T) {
 				if want := []string{tt.want(i)}; !slices.Equal(lines, want) {
 					t.Errorf("request %d: the origin got the key header as %q, want %q (one line, as counted)", i, lines, want)
 				}
+			}
+		})
+	}
+}
+
+// TestLoggedPathBounded: a client's path and method reach a log line cut to
+// maxLogged bytes, at a character's start: a client refused at will made
+// every denied line carry its 64 KiB path.
+func TestLoggedPathBounded(t *testing.T) {
+	long := "/" + strings.Repeat("é", 40<<10) // 2-byte characters, 80 KiB
+	for _, tt := range []struct{ in, want string }{
+		{"/v1/items", "/v1/items"},
+		{strings.Repeat("a", maxLogged), strings.Repeat("a", maxLogged)},
+		{strings.Repeat("a", maxLogged+1), strings.Repeat("a", maxLogged) + "…"},
+		{long, long[:maxLogged-1] + "…"}, // byte 512 is inside an é
+	} {
+		if got := logged(tt.in); got != tt.want {
+			t.Errorf("logged(%d bytes) = %d bytes %q…, want %d bytes", len(tt.in), len(got), got[:min(len(got), 20)], len(tt.want))
+		}
+	}
+	for _, store := range []string{"denied", "store error"} {
+		t.Run(store, func(t *testing.T) {
+			var logs bytes.Buffer
+			f := newFixture(t, testConfig(t, func(m map[string]any) { m["on_store_error"] = "deny" }), func(o *Options) {
+				o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+				if store == "store error" {
+					o.Store = &failStore{}
+				}
+			})
+			for range 4 { // free: 3 a minute
+				r := rawRequest("192.0.2.1:1", nil)
+				r.URL.Path = long
+				f.h.ServeHTTP(httptest.NewRecorder(), r)
+			}
+			n := 0
+			for l := range strings.Lines(logs.String()) {
+				var m map[string]any
+				if err := json.Unmarshal([]byte(l), &m); err != nil {
+					t.Fatal(err)
+				}
+				if m["msg"] != store {
+					continue
+				}
+				n++
+				if p, _ := m["path"].(string); p != long[:maxLogged-1]+"…" {
+					t.Errorf("%s line: path of %d bytes, want %d", store, len(p), maxLogged-1+len("…"))
+				}
+			}
+			if n == 0 {
+				t.Fatalf("no %q line: %s", store, logs.String())
 			}
 		})
 	}
