@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -41,11 +42,11 @@ func TestCheckConfig(t *testing.T) {
 		t.Errorf("output %q", out.String())
 	}
 	err := run(context.Background(), []string{"check-config", "../../config/testdata/invalid/zero_window.json"}, io.Discard, io.Discard)
-	if err == nil || !strings.HasSuffix(err.Error(), `config: plans.free.limits[1].window: "0s": must be at least 1s`) {
-		t.Errorf("invalid config: %v", err)
+	if err == nil || !strings.HasSuffix(err.Error(), `config: plans.free.limits[1].window: "0s": must be at least 1s`) || !strings.Contains(err.Error(), "zero_window.json: ") {
+		t.Errorf("invalid config: %v, want the error naming the file", err)
 	}
-	if err := run(context.Background(), []string{"check-config", "no/such/file.json"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no/such/file.json") {
-		t.Errorf("missing file: %v, want an error naming it", err)
+	if err := run(context.Background(), []string{"check-config", "no/such/file.json"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no/such/file.json") || !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want an error naming it, wrapping fs.ErrNotExist", err)
 	}
 	// An empty name (check-config "$UNSET") is no file, not the defaults.
 	out.Reset()
@@ -194,13 +195,17 @@ func TestUsageErrors(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	for _, args := range [][]string{{"help"}, {"--help"}, {"serve", "--help"}, {"serve", "-h"},
-		{"check-config", "-h"}, {"check-config", "--help"}, {"hash-key", "-h"}, {"hash-key", "--help"}, {"hash-key", "-help"}} {
+		{"check-config", "-h"}, {"check-config", "--help"}, {"check-config", "--h"}, {"check-config", "-help"},
+		{"hash-key", "-h"}, {"hash-key", "--help"}, {"hash-key", "-help"}, {"hash-key", "--h"}} {
 		var out, errOut strings.Builder
 		if err := run(context.Background(), args, &out, &errOut); err != nil {
 			t.Errorf("run(%q) = %v, want nil: asking for help is not an error", args, err)
 		}
 		if help := out.String() + errOut.String(); !strings.Contains(help, "listen") {
 			t.Errorf("run(%q) printed %q, want the serve flags or the usage", args, help)
+		}
+		if args[0] != "serve" && errOut.Len() != 0 {
+			t.Errorf("run(%q) printed %q on standard error, want the usage on standard output (asked for, as help prints it)", args, errOut.String())
 		}
 	}
 	// A key that looks like a request for help is hashed after "--".
