@@ -137,14 +137,25 @@ func TestResponseFromHandler(t *testing.T) {
 		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, 200, map[string]string{}, nil, "", false},
 		// No trailer section: the header section as it stood at the
 		// status, without Trailer (TestOriginTrailersAreNotFields).
+		// A value set between two writes and a cookie added after the
+		// body are no more of it than a trailer's value.
 		{"trailers", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Server-Timing", "db;dur=1")
 			w.Header().Set("Trailer", "Server-Timing, X-Sum")
-			_, _ = io.WriteString(w, "body")
-			w.Header().Add("Server-Timing", "total;dur=9")
+			w.Header().Add("Set-Cookie", "a=1")
+			_, _ = io.WriteString(w, "bo")
 			w.Header().Set("X-Sum", "abc")
+			_, _ = io.WriteString(w, "dy")
+			w.Header().Add("Server-Timing", "total;dur=9")
+			w.Header().Add("Set-Cookie", "late=1")
 			w.Header().Set(http.TrailerPrefix+"X-Late", "1")
-		}, 200, map[string]string{"Server-Timing": "db;dur=1"}, nil, "body", false},
+		}, 200, map[string]string{"Server-Timing": "db;dur=1"}, []string{"a=1"}, "body", false},
+		// Trailers none was announced for: ReverseProxy sets them under
+		// http.TrailerPrefix, with no Trailer header before the status.
+		{"unannounced trailers", func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.WriteString(w, "body")
+			w.Header().Set(http.TrailerPrefix+"X-Late", "1")
+		}, 200, map[string]string{}, nil, "body", false},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "https://other.example/next?x=1")
 			w.WriteHeader(http.StatusFound)
