@@ -67,7 +67,9 @@ type Cond struct {
 
 // Immediate is implemented by stores whose calls never wait, because they
 // hold their counters in process memory (the memory store): a caller
-// needs no deadline or timer around their calls.
+// needs no deadline or timer around their calls. A type that embeds such a
+// store inherits the method: a wrapper that may wait (a fault injector, a
+// store that also calls out) must not embed one, or must not be Immediate.
 type Immediate interface {
 	Immediate()
 }
