@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // NewProxy returns the reverse proxy the local server puts behind the
@@ -162,13 +163,15 @@ func ParseOrigin(s string) (*url.URL, error) {
 		}
 	}
 	switch {
-	case strings.ContainsAny(s, " \t\n\v\f\r"):
+	case strings.ContainsFunc(s, unicode.IsSpace):
 		// Before the other cases: url.Parse keeps a space in the path
 		// ("http://origin/ " from an env file sent every request to
 		// "/%20/..."), and refuses one after a host or a port, or a
 		// carriage return (an env file saved with CRLF), which was
 		// reported as "must be an absolute http or https URL", the one
-		// thing the URL was.
+		// thing the URL was. Unicode's too: a no-break space pasted from a
+		// page or a chat after the path went to "/api%C2%A0/...", after
+		// the host into the host name.
 		return nil, fmt.Errorf("%q: white space in the URL (one left at its end?); a space in a path is written %%20", shown)
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
 		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)

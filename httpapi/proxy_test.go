@@ -431,6 +431,13 @@ func TestParseOriginRefusesSpace(t *testing.T) {
 		"https://origin.example/\n", // a YAML block scalar's last line break
 		"https://origin.example\v",
 		"https://origin.example\f",
+		// Pasted from a page or a chat: a no-break space, an ideographic
+		// one, a line separator (the path went to /api%C2%A0/...).
+		"https://origin.example/api\u00a0",
+		"https://origin.example\u00a0",
+		"https://origin.example/a\u3000b",
+		"https://origin.example/\u2028",
+		"https://deploy:SECRET\u00a0@origin.example",
 		"https://deploy:SECRET @origin.example",
 		"https://deploy:4242/SECRET @origin.example",
 	} {
