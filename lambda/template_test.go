@@ -328,6 +328,14 @@ var originURLCases = []struct {
 	{"https://api.example.com/v1?tenant=a", true},
 	{"https://api.example.com:", true}, // an empty port is the default one
 	{"https://api.example.com:65535/", true},
+	// Unicode white space, pasted from a page or a chat: the parser
+	// refuses it (the path went to /v1%C2%A0/...), so the pattern must.
+	{"https://api.example.com/v1\u00a0", false},
+	{"https://api.example.com\u00a0", false},
+	{"https://api.example.com/a\u3000b", false},
+	{"https://api.example.com/\u2028", false},
+	{"https://api.example.com/\u0085", false},
+	{"https://caf\u00e9.example/", true}, // non-ASCII that is no space stays
 	{"https://api.example.com/files/%e2%82%ac", true},
 	{"https://bücher.example", true},
 	{"api.example.com", false}, // no scheme
