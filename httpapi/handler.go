@@ -654,8 +654,8 @@ func (h *Handler) logStoreError(r *http.Request, err error, action, id string, p
 		"action", action,
 		"identity", redact(id),
 		"plan", p.name,
-		"method", logged(r.Method),
-		"path", logged(r.URL.Path),
+		"method", Logged(r.Method),
+		"path", Logged(r.URL.Path),
 	)
 }
 
@@ -675,9 +675,10 @@ func (h *Handler) ipRule(name string) bool {
 // carry a path of tens of KiB.
 const maxLogged = 512
 
-// logged returns s cut to at most maxLogged bytes, at a character's start,
-// and "…" after it when it was cut.
-func logged(s string) string {
+// Logged returns a client's string (a path, a method) as a log line
+// carries it: cut to at most 512 bytes, at a character's start, with "…"
+// after it when it was cut.
+func Logged(s string) string {
 	if len(s) <= maxLogged {
 		return s
 	}
@@ -699,8 +700,8 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 		"retry_after_ms", ceilDiv(d.RetryAfter, time.Millisecond),
 		"shadow", h.shadow,
 		"cached", v.cached,
-		"method", logged(r.Method),
-		"path", logged(r.URL.Path),
+		"method", Logged(r.Method),
+		"path", Logged(r.URL.Path),
 	)
 }
 

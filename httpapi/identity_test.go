@@ -529,8 +529,8 @@ func TestLoggedPathBounded(t *testing.T) {
 		{strings.Repeat("a", maxLogged+1), strings.Repeat("a", maxLogged) + "…"},
 		{long, long[:maxLogged-1] + "…"}, // byte 512 is inside an é
 	} {
-		if got := logged(tt.in); got != tt.want {
-			t.Errorf("logged(%d bytes) = %d bytes %q…, want %d bytes", len(tt.in), len(got), got[:min(len(got), 20)], len(tt.want))
+		if got := Logged(tt.in); got != tt.want {
+			t.Errorf("Logged(%d bytes) = %d bytes %q…, want %d bytes", len(tt.in), len(got), got[:min(len(got), 20)], len(tt.want))
 		}
 	}
 	for _, store := range []string{"denied", "store error"} {

@@ -77,7 +77,7 @@ func Adapt(h http.Handler) Handler {
 		switch p := serve(h, w, r); {
 		case p == nil:
 		case p != http.ErrAbortHandler:
-			slog.Error("handler panic", slog.String("panic", fmt.Sprint(p)), slog.String("path", r.URL.Path))
+			slog.Error("handler panic", slog.String("panic", fmt.Sprint(p)), slog.String("path", httpapi.Logged(r.URL.Path)))
 			return keep(problem(http.StatusInternalServerError, "internal error"), w.header), nil
 		case !w.overflow:
 			// The handler gave up on a response it had begun: ReverseProxy
@@ -99,7 +99,7 @@ func Adapt(h http.Handler) Handler {
 // failed before it answered: the client sees only the 502.
 func originLost(r *http.Request, detail string) {
 	slog.Error("origin response not returned", slog.String("error", detail), slog.Int("status", http.StatusBadGateway),
-		slog.String("method", r.Method), slog.String("path", r.URL.Path))
+		slog.String("method", httpapi.Logged(r.Method)), slog.String("path", httpapi.Logged(r.URL.Path)))
 }
 
 // server is the value of http.ServerContextKey in the requests the

@@ -1160,4 +1160,22 @@ func TestBadGatewaysAreLogged(t *testing.T) {
 			}
 		})
 	}
+	t.Run("long path", func(t *testing.T) {
+		// As httpapi's lines: a client's path is cut at 512 bytes.
+		var logs bytes.Buffer
+		defer slog.SetDefault(slog.Default())
+		slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+		long := event(t, "functionurl-get.json")
+		long.RawPath = "/" + strings.Repeat("p", 4000)
+		if _, err := Adapt(tests[0].h)(context.Background(), long); err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(logs.Bytes(), &m); err != nil {
+			t.Fatalf("log %q: %v", logs.String(), err)
+		}
+		if p, _ := m["path"].(string); p != long.RawPath[:512]+"…" {
+			t.Errorf("path of %d bytes logged, want the first 512 and …", len(p))
+		}
+	})
 }
