@@ -220,3 +220,55 @@ func TestCORSExposeOnOriginAnswers(t *testing.T) {
 		})
 	}
 }
+
+// TestCORSVaryOnOriginAnswers: with cors_origins set, whether an answer the
+// origin shares (Access-Control-Allow-Origin) gains the rate-limit fields
+// depends on the request's Origin, so the answer says Vary: Origin, once,
+// whatever the origin's own Vary; an answer the origin does not share, or
+// any answer without cors_origins, is left as the origin wrote it.
+func TestCORSVaryOnOriginAnswers(t *testing.T) {
+	const app = "https://app.example.com"
+	for _, tt := range []struct {
+		name        string
+		corsOrigins []any
+		origin      string // the request's Origin ("": none)
+		allow, vary string // the origin's Access-Control-Allow-Origin and Vary ("": none)
+		want        []string
+	}{
+		{"listed, shared", []any{app}, app, app, "", []string{"Origin"}},
+		{"listed, shared with *", []any{app}, app, "*", "", []string{"Origin"}},
+		{"listed, the origin varies already", []any{app}, app, app, "Accept, origin", []string{"Accept, origin"}},
+		{"listed, the origin varies on everything", []any{app}, app, "*", "*", []string{"*"}},
+		{"not listed, shared", []any{app}, "https://other.example", "*", "", []string{"Origin"}},
+		{"no Origin, shared with *", []any{app}, "", "*", "Accept", []string{"Accept", "Origin"}},
+		{"any origin, shared with *", []any{"*"}, app, "*", "", []string{"Origin"}},
+		{"listed, not shared", []any{app}, app, "", "", nil},
+		{"no cors_origins", nil, app, "*", "", nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, func(m map[string]any) {
+				if tt.corsOrigins != nil {
+					m["cors_origins"] = tt.corsOrigins
+				}
+			}), func(o *Options) {
+				o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if tt.allow != "" {
+						w.Header().Set("Access-Control-Allow-Origin", tt.allow)
+					}
+					if tt.vary != "" {
+						w.Header().Set("Vary", tt.vary)
+					}
+					_, _ = w.Write([]byte("origin"))
+				})
+			})
+			hd := map[string]string{}
+			if tt.origin != "" {
+				hd["Origin"] = tt.origin
+			}
+			w := f.do(req{header: hd})
+			if got := w.Header().Values("Vary"); !slices.Equal(got, tt.want) {
+				t.Errorf("Vary %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -557,7 +557,7 @@ var verdicts = sync.Pool{New: func() any { return new(verdict) }}
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 	if own, remaining, ok := h.admit(w, r); ok {
 		h.forOrigin(r.Header)
-		serveOrigin(h.next, w, r, own, remaining, h.corsOrigin(r) != "")
+		serveOrigin(h.next, w, r, own, remaining, h.corsOrigin(r) != "", h.cors != nil || h.corsAny)
 	}
 }
 

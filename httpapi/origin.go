@@ -59,6 +59,9 @@ type originWriter struct {
 	// cors: the request's Origin is in cors_origins; when the origin's
 	// answer lets it read the answer, it may read the rate-limit fields.
 	cors bool
+	// varyOrigin: cors_origins is set, so that whether an answer the
+	// origin shares gains the rate-limit fields depends on Origin.
+	varyOrigin bool
 }
 
 // Fields returns the canonical names of the response fields the
@@ -73,10 +76,10 @@ var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 // serveOrigin hands r to next through an originWriter over w; own holds
 // the values setHeaders set and returned, remaining the pre-filter's
 // X-RateLimit-Remaining (nil and negative: none); cors says r's Origin is
-// in cors_origins.
-func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64, cors bool) {
+// in cors_origins, varyOrigin that cors_origins is set.
+func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64, cors, varyOrigin bool) {
 	ow := originWriters.Get().(*originWriter)
-	*ow = originWriter{ResponseWriter: w, remaining: remaining, cors: cors}
+	*ow = originWriter{ResponseWriter: w, remaining: remaining, cors: cors, varyOrigin: varyOrigin}
 	if own != nil {
 		// In ownHeaders' order: the trio, RateLimit-Policy, RateLimit.
 		ow.own[0], ow.own[1], ow.own[2], ow.own[3], ow.own[4] = own[2], own[3], own[4], own[0], own[1]
@@ -201,10 +204,19 @@ func (w *originWriter) settle() {
 	if w.own[3] != "" && w.own[4] != "" {
 		settleLists(hd)
 	}
-	if w.cors && len(hd["Access-Control-Allow-Origin"]) > 0 {
+	if len(hd["Access-Control-Allow-Origin"]) == 0 {
+		return
+	}
+	if w.cors {
 		// The origin lets the page read its answer; let it read the
 		// rate-limit fields too (a list field: a line of its own).
 		hd["Access-Control-Expose-Headers"] = append(hd["Access-Control-Expose-Headers"], exposed)
+	}
+	if w.varyOrigin && !listed(hd["Vary"], "Origin") && !listed(hd["Vary"], "*") {
+		// Whether the fields are exposed depends on Origin, also where
+		// the origin's own answer does not (Access-Control-Allow-Origin:
+		// *): a cache must not give one page's answer to another.
+		hd["Vary"] = append(hd["Vary"], "Origin")
 	}
 }
 
