@@ -29,8 +29,9 @@ const (
 )
 
 // apiKey finds the first configured key header present and writes the
-// lower-case hex SHA-256 of its whole value (for Authorization,
-// "Bearer abc" as sent) into hash. An empty value is no key. Several
+// lower-case hex SHA-256 of its whole value, as hashKey counts it (for
+// Authorization, "Bearer abc" is "bearer abc"), into hash. An empty value
+// is no key. Several
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,
@@ -127,8 +128,10 @@ func joinElements(v string) string {
 	}
 }
 
-// HashKey returns the lower-case hex SHA-256 of an API key: what
-// config.Config.APIKeys is keyed by and what `slidegate hash-key` prints.
+// HashKey returns the lower-case hex SHA-256 of an API key as it is
+// counted (hashKey: a scheme in lower case, commas' white space dropped):
+// what config.Config.APIKeys is keyed by and what `slidegate hash-key`
+// prints.
 func HashKey(key string) string {
 	var out [64]byte
 	hashKey(key, &out)
