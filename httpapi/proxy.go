@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // NewProxy returns the reverse proxy the local server puts behind the
@@ -173,6 +174,13 @@ func ParseOrigin(s string) (*url.URL, error) {
 		// page or a chat after the path went to "/api%C2%A0/...", after
 		// the host into the host name.
 		return nil, fmt.Errorf("%q: white space in the URL (one left at its end?); a space in a path is written %%20", shown)
+	case strings.ContainsFunc(s, invisible):
+		// Taken, it went where white space went (the path to
+		// "/v1%E2%80%8B/...", the host into the host name), and shows as
+		// nothing: named by its escape, which the shown URL may leave out
+		// (a query, user info).
+		r, _ := utf8.DecodeRuneInString(s[strings.IndexFunc(s, invisible):])
+		return nil, fmt.Errorf("%q: invisible character %s in the URL (pasted with it?)", shown, strconv.QuoteRuneToASCII(r))
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
 		return nil, fmt.Errorf("%q: must be an absolute http or https URL with a host", shown)
 	case u.User != nil:
@@ -192,6 +200,11 @@ func ParseOrigin(s string) (*url.URL, error) {
 	}
 	return u, nil
 }
+
+// invisible reports whether r is a format character (Unicode's Cf), which
+// shows as nothing: a zero-width space (pages put them in long URLs so
+// that they wrap), a byte order mark, a soft hyphen, a bidi control.
+func invisible(r rune) bool { return unicode.Is(unicode.Cf, r) }
 
 // shownURL returns s as an error may show it: the user info (whatever
 // stands between the authority's start and the last "@", a password

@@ -451,6 +451,41 @@ func TestParseOriginRefusesSpace(t *testing.T) {
 	}
 }
 
+// TestParseOriginRefusesInvisible: a character that shows as nothing (a
+// format character: zero-width space, which pages put in long URLs so that
+// they wrap; a byte order mark from a file saved by a Windows editor; a
+// soft hyphen; a bidi control) was taken as b5bfae7 took a no-break space:
+// after the path every request went to /v1%E2%80%8B/... and got the
+// origin's 404, after the host into the host name (a 502 for every
+// request). It is named, as its \u escape, and a password stays hidden.
+func TestParseOriginRefusesInvisible(t *testing.T) {
+	for _, tt := range []struct{ in, named string }{
+		{"https://api.example.com/v1\u200b", `\u200b`},
+		{"https://api.example.com\u200b", `\u200b`},
+		{"https://api.exa\u200bmple.com/", `\u200b`},
+		{"\ufeffhttps://api.example.com", `\ufeff`},
+		{"https://api.example.com/v1\u00ad", `\u00ad`},
+		{"https://api.example.com/\u2060", `\u2060`},
+		{"https://api.example.com/\u202e", `\u202e`},
+		{"https://api.example.com/?q=\u200d", `\u200d`},
+		{"https://deploy:SECRET\u200b@origin.example", `\u200b`},
+	} {
+		u, err := ParseOrigin(tt.in)
+		if err == nil || !strings.Contains(err.Error(), "invisible") || !strings.Contains(err.Error(), tt.named) {
+			t.Errorf("ParseOrigin(%q) = %v, %v; want the invisible %s named", tt.in, u, err, tt.named)
+		}
+		if err != nil && strings.Contains(err.Error(), "SECRET") {
+			t.Errorf("ParseOrigin(%q): the error shows the password: %v", tt.in, err)
+		}
+	}
+	// Non-ASCII that shows stays: an IDN host, a path in another script.
+	for _, s := range []string{"https://bücher.example/", "https://api.example.com/café", "https://例え.jp/パス"} {
+		if _, err := ParseOrigin(s); err != nil {
+			t.Errorf("ParseOrigin(%q) = %v, want it taken", s, err)
+		}
+	}
+}
+
 // TestParseOriginPortHidesPasswordDigits: a password that starts with
 // digits and holds "/", "?" or "#" is parsed by Go as a port and a path,
 // a query or a fragment; the port error quoted the port, the digits of the

@@ -336,6 +336,15 @@ var originURLCases = []struct {
 	{"https://api.example.com/\u2028", false},
 	{"https://api.example.com/\u0085", false},
 	{"https://caf\u00e9.example/", true}, // non-ASCII that is no space stays
+	// Invisible (format) characters: a zero-width space from a page, a
+	// byte order mark, a soft hyphen, a bidi control. The parser refuses
+	// them (the path went to /v1%E2%80%8B/...).
+	{"https://api.example.com/v1\u200b", false},
+	{"https://api.example.com\u200b", false},
+	{"https://api.example.com/\ufeff", false},
+	{"https://api.example.com/v1\u00ad", false},
+	{"https://api.example.com/?q=\u202e", false},
+	{"https://api.example.com/\u2060", false},
 	{"https://api.example.com/files/%e2%82%ac", true},
 	{"https://bücher.example", true},
 	{"api.example.com", false}, // no scheme
