@@ -21,7 +21,9 @@ import (
 //     (Next a handler, no proxy between) served it.
 //
 // The Worker has its own (keylines_js.go): fetch hands it every header on
-// one line, and its proxy drops what Connection names.
+// one line, and workerd keeps the client's Connection header from it, so
+// that a key header Connection names is counted and reaches the origin
+// (docs/edge.md).
 func (h *Handler) keyLines(hd http.Header) {
 	conn := hd["Connection"]
 	for _, kh := range h.keyHeaders {
