@@ -48,6 +48,61 @@ const (
 	steadyKey = "steady-test-key"
 )
 
+// maxRuns is how many times (go test -count) the tests that count a fixed
+// client against the one Worker can run: each run needs a client the runs
+// before it left no counts for, in KV that lives as long as the Worker.
+const maxRuns = 8
+
+// runs counts the runs of each test so far (rerun).
+var runs struct {
+	sync.Mutex
+	n map[string]int
+}
+
+// rerun returns how many times the test ran before in this process (0 on
+// its first run), failing it past maxRuns.
+func rerun(t *testing.T) int {
+	t.Helper()
+	runs.Lock()
+	defer runs.Unlock()
+	if runs.n == nil {
+		runs.n = map[string]int{}
+	}
+	n := runs.n[t.Name()]
+	runs.n[t.Name()]++
+	if n >= maxRuns {
+		t.Fatalf("run %d of %s: the Worker has clients for %d runs (maxRuns)", n+1, t.Name(), maxRuns)
+	}
+	return n
+}
+
+// runIP is ip (an IPv4 address) on a test's first run, and on its run n+1
+// the address of 198.18.0.0/15 (RFC 2544) 198.18.n.<ip's last byte>, a
+// client none of the runs before it counted.
+func runIP(ip string, n int) string {
+	if n == 0 {
+		return ip
+	}
+	return fmt.Sprintf("198.18.%d.%s", n, ip[strings.LastIndexByte(ip, '.')+1:])
+}
+
+// runBulkKey is the bulk plan's key of run n+1 (testConfig has maxRuns).
+func runBulkKey(n int) string {
+	if n == 0 {
+		return bulkKey
+	}
+	return fmt.Sprintf("%s-%d", bulkKey, n)
+}
+
+// bulkKeys is testConfig's api_keys entries of the bulk plan's keys.
+func bulkKeys() string {
+	var b strings.Builder
+	for n := range maxRuns {
+		fmt.Fprintf(&b, "%q: \"bulk\", ", sha256Hex(runBulkKey(n)))
+	}
+	return b.String()
+}
+
 // testWindow is the window of the tests' "day" limits, whose bucket does
 // not end during the run (the Worker reads the real clock).
 var testWindow = testenv.FarWindow(time.Now())
@@ -61,10 +116,10 @@ var testConfig = fmt.Sprintf(`{
     "steady": {"limits": [{"name": "minute", "limit": 1000000, "window": "1m"}, {"name": "day", "limit": 100000000, "window": %[3]q}]}
   },
   "default_plan": "free",
-  "api_keys": {%[1]q: "bulk", %[2]q: "steady"},
+  "api_keys": {%[1]s%[2]q: "steady"},
   "on_store_error": "deny",
   "store_timeout": "10s"
-}`, sha256Hex(bulkKey), sha256Hex(steadyKey), testWindow.String())
+}`, bulkKeys(), sha256Hex(steadyKey), testWindow.String())
 
 func sha256Hex(s string) string {
 	h := sha256.Sum256([]byte(s))
@@ -436,10 +491,11 @@ func TestWorkerdKeyWithComma(t *testing.T) {
 // no ip_limits: it passes undecided), and the same OPTIONS with a body is.
 func TestWorkerdPreflight(t *testing.T) {
 	w := slidegateWorker(t)
+	ip := runIP("203.0.113.77", rerun(t))
 	client := &http.Client{Timeout: 30 * time.Second}
 	send := func(method string, body io.Reader) *http.Response {
 		req, _ := http.NewRequest(method, w.URL+"/v1/preflight", body)
-		req.Header.Set("CF-Connecting-IP", "203.0.113.77")
+		req.Header.Set("CF-Connecting-IP", ip)
 		if method == http.MethodOptions {
 			req.Header.Set("Origin", "https://app.example.com")
 			req.Header.Set("Access-Control-Request-Method", "PUT")
@@ -479,16 +535,18 @@ func TestWorkerdClientIP(t *testing.T) {
 		res.Body.Close()
 		return res.StatusCode
 	}
+	n := rerun(t)
+	ip, other := runIP("203.0.113.7", n), runIP("198.51.100.2", n)
 	for i := range 5 {
-		if got := send("203.0.113.7"); got != http.StatusOK {
-			t.Fatalf("request %d from 203.0.113.7: %d, want 200", i+1, got)
+		if got := send(ip); got != http.StatusOK {
+			t.Fatalf("request %d from %s: %d, want 200", i+1, ip, got)
 		}
 	}
-	if got := send("203.0.113.7"); got != http.StatusTooManyRequests {
-		t.Errorf("sixth request from 203.0.113.7: %d, want 429", got)
+	if got := send(ip); got != http.StatusTooManyRequests {
+		t.Errorf("sixth request from %s: %d, want 429", ip, got)
 	}
-	if got := send("198.51.100.2"); got != http.StatusOK {
-		t.Errorf("first request from 198.51.100.2: %d, want 200", got)
+	if got := send(other); got != http.StatusOK {
+		t.Errorf("first request from %s: %d, want 200", other, got)
 	}
 }
 
@@ -518,6 +576,11 @@ func debugState(t testing.TB, w *workerd.Worker, listPrefix string) debugReport 
 func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 	w := slidegateWorker(t)
 	const clients, limit = 200, 150
+	key := runBulkKey(rerun(t))
+	// The client's keys of the rule (kvstore/workerskv.SlotPrefix):
+	// sg:{rule}:{128 bits of the identity's SHA-256}:...
+	id := sha256.Sum256([]byte("k:" + sha256Hex(key)))
+	prefix := "sg:bulk-day:" + hex.EncodeToString(id[:16]) + ":"
 	// The stock shim runs one Go instance (about 5 MiB) per request in
 	// flight; with hundreds in flight workerd restarts the Worker ("Your
 	// worker restarted mid-request", see docs/edge.md). 32 connections keep
@@ -532,7 +595,7 @@ func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			req, _ := http.NewRequest("GET", w.URL+"/v1/bulk", nil)
-			req.Header.Set("X-API-Key", bulkKey)
+			req.Header.Set("X-API-Key", key)
 			res, err := client.Do(req)
 			if err != nil {
 				errs[i] = err
@@ -569,7 +632,7 @@ func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 	var rep debugReport
 	var inKV int64
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		rep = debugState(t, w, "sg:bulk-day:")
+		rep = debugState(t, w, prefix)
 		inKV = 0
 		for _, k := range rep.Keys {
 			inKV += k.N
@@ -585,7 +648,7 @@ func TestWorkerdConcurrentCountIsExact(t *testing.T) {
 	// Read the same slot with wrangler's own KV client.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	out, err := w.KVList(ctx, suite.wrangler, "sg:bulk-day:")
+	out, err := w.KVList(ctx, suite.wrangler, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
