@@ -86,7 +86,8 @@ type Rule struct {
 }
 
 // Options configure a Limiter. The zero value is a limiter on a fresh
-// memory store with the deny cache on.
+// memory store with the deny cache on (in js builds, on no store: see
+// Store).
 type Options struct {
 	// Store keeps the shared counters. Nil means memstore.New(), except
 	// in js builds (the Worker), which leave the memory store out of
