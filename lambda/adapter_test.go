@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -1133,9 +1134,7 @@ func TestBadGatewaysAreLogged(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var logs bytes.Buffer
-			defer slog.SetDefault(slog.Default())
-			slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+			logs := defaultLogs(t)
 			res, err := Adapt(tt.h)(context.Background(), ev)
 			if err != nil || res.StatusCode != tt.status {
 				t.Fatalf("got %d, %v; want %d", res.StatusCode, err, tt.status)
@@ -1162,9 +1161,7 @@ func TestBadGatewaysAreLogged(t *testing.T) {
 	}
 	t.Run("long path", func(t *testing.T) {
 		// As httpapi's lines: a client's path is cut at 512 bytes.
-		var logs bytes.Buffer
-		defer slog.SetDefault(slog.Default())
-		slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+		logs := defaultLogs(t)
 		long := event(t, "functionurl-get.json")
 		long.RawPath = "/" + strings.Repeat("p", 4000)
 		if _, err := Adapt(tests[0].h)(context.Background(), long); err != nil {
@@ -1178,4 +1175,22 @@ func TestBadGatewaysAreLogged(t *testing.T) {
 			t.Errorf("path of %d bytes logged, want the first 512 and …", len(p))
 		}
 	})
+}
+
+// defaultLogs sends the default slog logger's lines, as JSON, to the buffer
+// it returns until the test ends. Restoring slog's default alone leaves the
+// log package writing to the test's buffer (slog.SetDefault redirects it,
+// and setting the default back does not), so its output and flags are put
+// back too.
+func defaultLogs(t *testing.T) *bytes.Buffer {
+	t.Helper()
+	logger, out, flags := slog.Default(), log.Writer(), log.Flags()
+	t.Cleanup(func() {
+		slog.SetDefault(logger)
+		log.SetOutput(out)
+		log.SetFlags(flags)
+	})
+	var logs bytes.Buffer
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+	return &logs
 }
