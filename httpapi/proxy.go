@@ -136,9 +136,9 @@ func OriginFailed(log Logger, w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case log == nil:
 	case errors.Is(r.Context().Err(), context.Canceled):
-		log.InfoContext(r.Context(), "client went away before the origin answered", "error", err.Error(), "method", Logged(r.Method), "path", Logged(r.URL.Path))
+		log.InfoContext(r.Context(), "client went away before the origin answered", "error", Logged(err.Error()), "method", Logged(r.Method), "path", Logged(r.URL.Path))
 	default:
-		log.ErrorContext(r.Context(), "origin error", "error", err.Error(), "status", status, "method", Logged(r.Method), "path", Logged(r.URL.Path))
+		log.ErrorContext(r.Context(), "origin error", "error", Logged(err.Error()), "status", status, "method", Logged(r.Method), "path", Logged(r.URL.Path))
 	}
 	writeProblem(w, status, detail, nil)
 }

@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -160,5 +163,22 @@ func TestOriginFailedStatus(t *testing.T) {
 				t.Errorf("%v: %d, want %d", tt.err, w.Code, tt.want)
 			}
 		})
+	}
+}
+
+// TestOriginErrorLineBounded: the error of a failed origin is cut in its
+// log line as the client's path is: a fetch error that quotes the URL
+// would carry the client's path of up to 64 KiB past Logged's cut.
+func TestOriginErrorLineBounded(t *testing.T) {
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	long := "fetch failed: https://origin.example/" + strings.Repeat("p", 4000)
+	OriginFailed(log, httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil), errors.New(long))
+	var m map[string]any
+	if err := json.Unmarshal(logs.Bytes(), &m); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	if got, _ := m["error"].(string); got != long[:512]+"…" {
+		t.Errorf("error of %d bytes logged, want the first 512 and …", len(got))
 	}
 }
