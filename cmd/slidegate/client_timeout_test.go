@@ -121,19 +121,24 @@ func originLetGo(t *testing.T, done <-chan error, what string) {
 // each come in time, a long wait for the origin's answer, an answer with
 // a pause longer than the bound, and an upgraded connection idle longer
 // than it all work. Each pause below is clientTimeout*8/5, each silence
-// of the client at most 2/5 of it.
+// of the client at most a tenth of it: an upload is 16 parts a tenth of
+// the bound apart (1.6 times the bound in all), so that a busy machine's
+// late wake-up is no silence past the bound (with 4 parts 2/5 of it
+// apart, one of ten runs of the package on two busy cores had the
+// connection closed mid-upload).
 func TestServeClientTimeoutBoundsSilenceOnly(t *testing.T) {
+	const parts, gap = 16, clientTimeout / 10
 	pause := clientTimeout * 8 / 5
 	const key = "X-API-Key: " + bigKey + "\r\n"
 	t.Run("slow upload", func(t *testing.T) {
 		w := dial(t, frontWithTimeout(t, http.HandlerFunc(uploadOrigin)))
 		w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n")
-		for range 4 {
-			time.Sleep(clientTimeout * 2 / 5)
+		for range parts {
+			time.Sleep(gap)
 			w.send("4\r\nabcd\r\n")
 		}
 		w.send("0\r\n\r\n")
-		if res, body := w.response("POST"); res.StatusCode != 200 || !strings.Contains(body, `"length":16`) {
+		if res, body := w.response("POST"); res.StatusCode != 200 || !strings.Contains(body, fmt.Sprintf(`"length":%d`, 4*parts)) {
 			t.Errorf("%d %s", res.StatusCode, body)
 		}
 	})
@@ -143,9 +148,9 @@ func TestServeClientTimeoutBoundsSilenceOnly(t *testing.T) {
 		addr := frontWithTimeout(t, http.NotFoundHandler())
 		spend(t, addr)
 		w := dial(t, addr)
-		w.send("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: 16\r\n\r\n")
-		for range 4 {
-			time.Sleep(clientTimeout * 2 / 5)
+		w.send(fmt.Sprintf("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: %d\r\n\r\n", 4*parts))
+		for range parts {
+			time.Sleep(gap)
 			w.send("abcd")
 		}
 		if res, _ := w.response("POST"); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
