@@ -454,7 +454,7 @@ func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID stri
 		j := 0
 		for i, r := range h.ipRules[:nIP] {
 			if r.Local {
-				copy(v.ds[i:i+1], v.res.Rules[j:])
+				v.ds[i] = v.res.Rules[j]
 				j++
 			}
 		}
