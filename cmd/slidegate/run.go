@@ -132,11 +132,16 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	key := args[0]
 	if key == "-" {
-		line, err := bufio.NewReader(stdin).ReadString('\n')
+		// The key, a CR and a LF at most: "hash-key - </dev/zero" read
+		// until the process died of memory.
+		line, err := bufio.NewReader(io.LimitReader(stdin, maxHeaderBytes+2)).ReadString('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
 			return fmt.Errorf("read key: %w", err)
 		}
 		key = strings.TrimRight(line, "\r\n")
+		if len(key) > maxHeaderBytes {
+			return fmt.Errorf("read key: longer than %d bytes, more than a request's header may hold", maxHeaderBytes)
+		}
 	}
 	if key == "" {
 		return fmt.Errorf("%w: empty KEY", errUsage)
@@ -149,6 +154,11 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout, httpapi.HashKey(key))
 	return nil
 }
+
+// maxHeaderBytes is the most a request's header may hold in serve, so
+// more than any key header can carry: it bounds a key that hash-key reads
+// from standard input too.
+const maxHeaderBytes = 64 << 10
 
 // isControl reports whether r is a control character a header value
 // cannot hold (HTAB it can).
@@ -291,7 +301,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Handler:           boundSilence(h, f.clientTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	servers = append([]*http.Server{srv}, servers...)

@@ -117,6 +117,50 @@ func TestHashKey(t *testing.T) {
 	}
 }
 
+// unending is a standard input of one line with no end in sight (as
+// /dev/zero is, but it ends after 16 times the bound, so that a hash-key
+// that reads it all fails the test instead of the machine) and counts
+// what was read of it.
+type unending struct{ n int }
+
+func (u *unending) Read(p []byte) (int, error) {
+	if u.n >= 16*maxHeaderBytes {
+		return 0, io.EOF
+	}
+	p = p[:min(len(p), 16*maxHeaderBytes-u.n)]
+	for i := range p {
+		p[i] = 'k'
+	}
+	u.n += len(p)
+	return len(p), nil
+}
+
+// TestHashKeyStdinBounded: "hash-key -" reads one line, but a line that
+// does not end (/dev/zero, a pipe from a command that never prints a
+// newline) was read until the process died of memory. It is read up to the
+// most a request's header may hold and refused, naming the bound; a key of
+// that length is still hashed.
+func TestHashKeyStdinBounded(t *testing.T) {
+	in := &unending{}
+	var out, errOut strings.Builder
+	err := hashKey([]string{"-"}, in, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), strconv.Itoa(maxHeaderBytes)) {
+		t.Errorf("hash-key - on an endless line: error %v, want one naming the bound %d", err, maxHeaderBytes)
+	}
+	if in.n > 2*maxHeaderBytes || out.Len() != 0 {
+		t.Errorf("read %d bytes and printed %q, want at most %d read and nothing printed", in.n, out.String(), 2*maxHeaderBytes)
+	}
+	key := strings.Repeat("k", maxHeaderBytes)
+	out.Reset()
+	if err := hashKey([]string{"-"}, strings.NewReader(key+"\r\n"), &out, &errOut); err != nil {
+		t.Fatalf("a key of %d bytes: %v", len(key), err)
+	}
+	sum := sha256.Sum256([]byte(key))
+	if got, want := out.String(), hex.EncodeToString(sum[:])+"\n"; got != want {
+		t.Errorf("a key of %d bytes hashed to %q, want %q", len(key), got, want)
+	}
+}
+
 // TestHashKeyWarns: a key no header can carry as it is (HTTP drops the
 // white space around a value; servers refuse control characters) is hashed
 // as it is, for the check API, with a warning that says why no request
