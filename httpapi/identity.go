@@ -31,7 +31,11 @@ const (
 // apiKey finds the first configured key header present and writes the
 // lower-case hex SHA-256 of its whole value, as hashKey counts it (for
 // Authorization, "Bearer abc" is "bearer abc"), into hash. An empty value
-// is no key. Several
+// is no key. White space around a value is not the key's: the local
+// server and the Worker drop it before the handler runs, and the proxy as
+// it writes the value to the origin, but the Lambda adds the event's
+// values as they are (counted with it, " k" was a fresh client while the
+// origin served k, and "   " a key the origin took for none). Several
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,
@@ -47,9 +51,11 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 			continue
 		}
 		switch vs := r.Header[name]; {
-		case len(vs) == 1 && vs[0] != "":
-			hashKey(vs[0], hash)
-			return true
+		case len(vs) == 1:
+			if v := textproto.TrimString(vs[0]); v != "" {
+				hashKey(v, hash)
+				return true
+			}
 		case len(vs) > 1:
 			hashKey(strings.Join(vs, ","), hash)
 			return true
