@@ -119,7 +119,9 @@ type Identity struct {
 	// slidegate. X-Forwarded-For is read only when the socket peer is one
 	// of them; then the client is its right-most address that is not. An
 	// IPv4-mapped CIDR is its IPv4 CIDR, and needs at least 96 bits
-	// (::ffff:10.0.0.0/104 is 10.0.0.0/8).
+	// (::ffff:10.0.0.0/104 is 10.0.0.0/8). A CIDR of every address
+	// (0.0.0.0/0, ::/0) is refused: every client would be a proxy, and
+	// name itself in X-Forwarded-For.
 	TrustedProxies []string `json:"trusted_proxies"`
 	// IPv6Prefix groups IPv6 clients by this many leading bits, 1 to 128:
 	// one household or host usually holds a whole /64. Zero means 64.
@@ -323,6 +325,12 @@ func parsePrefix(s string) (netip.Prefix, error) {
 			return netip.Prefix{}, errMappedBits
 		}
 		p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+	}
+	if p.Bits() == 0 {
+		// 0.0.0.0/0 or ::/0: every client of that family is a proxy,
+		// and the left-most X-Forwarded-For address, which it writes
+		// itself, its identity.
+		return netip.Prefix{}, errEveryone
 	}
 	return p.Masked(), nil
 }

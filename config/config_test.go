@@ -186,12 +186,12 @@ func TestParseValid(t *testing.T) {
 				t.Errorf("prefixes = %v, want %v", got, want)
 			}
 		}},
-		{"an IPv4-mapped CIDR of 96 bits or more is its IPv4 CIDR", `{"identity": {"trusted_proxies": ["::ffff:10.0.0.0/104", "::ffff:0.0.0.0/96", "::ffff:10.0.0.1/128"]}}`, func(t *testing.T, c *Config) {
+		{"an IPv4-mapped CIDR of 96 bits or more is its IPv4 CIDR", `{"identity": {"trusted_proxies": ["::ffff:10.0.0.0/104", "::ffff:192.168.0.0/112", "::ffff:10.0.0.1/128"]}}`, func(t *testing.T, c *Config) {
 			var got []string
 			for _, p := range c.Identity.Prefixes() {
 				got = append(got, p.String())
 			}
-			if want := []string{"10.0.0.0/8", "0.0.0.0/0", "10.0.0.1/32"}; !reflect.DeepEqual(got, want) {
+			if want := []string{"10.0.0.0/8", "192.168.0.0/16", "10.0.0.1/32"}; !reflect.DeepEqual(got, want) {
 				t.Errorf("prefixes = %v, want %v", got, want)
 			}
 		}},

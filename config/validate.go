@@ -250,13 +250,18 @@ func (i Identity) validate() error {
 		}
 	}
 	for j, s := range i.TrustedProxies {
-		_, err := parsePrefix(s)
-		switch {
+		var why string
+		switch _, err := parsePrefix(s); {
 		case err == errMappedBits: // returned as is; errors.Is would link reflectlite into the Worker
-			return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "an IPv4-mapped CIDR counts its bits from the IPv6 address, so fewer than 96 hold every IPv4 address: write the IPv4 CIDR (10.0.0.0/8), or 96 more bits (::ffff:10.0.0.0/104)")}
+			why = "an IPv4-mapped CIDR counts its bits from the IPv6 address, so fewer than 96 hold every IPv4 address: write the IPv4 CIDR (10.0.0.0/8), or 96 more bits (::ffff:10.0.0.0/104)"
+		case err == errEveryone:
+			why = "trusts every address: any client could name itself in X-Forwarded-For, a fresh identity with each request: list the proxies' addresses or CIDRs"
 		case err != nil:
-			return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "must be an IP address or a CIDR such as 10.0.0.0/8")}
+			why = "must be an IP address or a CIDR such as 10.0.0.0/8"
+		default:
+			continue
 		}
+		return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "%s", why)}
 	}
 	if i.IPv6Prefix < 1 || i.IPv6Prefix > 128 {
 		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 1 and 128")}
