@@ -709,7 +709,11 @@ func (l *Limiter) undo(ctx context.Context, now time.Time, id string, rules []Ru
 // addCur adds cost (negative: takes it back) to the current buckets at now
 // of the rules of one scope, in that scope's store.
 func (l *Limiter) addCur(ctx context.Context, now time.Time, id string, rules []Rule, local bool, cost int64, sc *scratch) error {
-	n := l.curSlots(now, rules, local, cost, sc)
+	return l.add(ctx, id, local, l.curSlots(now, rules, local, cost, sc), sc)
+}
+
+// add adds sc.costs[:n] to sc.slots[:n] in one scope's store.
+func (l *Limiter) add(ctx context.Context, id string, local bool, n int, sc *scratch) error {
 	if n == 0 {
 		return nil
 	}
@@ -741,7 +745,13 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 			counted[k] = true // the local group's add was kept
 			continue
 		}
-		if err := l.addCur(ctx, now, id, rules, local, cost, sc); err != nil {
+		// A counter stops at math.MaxInt64: wrapped, it read as empty,
+		// and a client counted 9,224 times the largest limit was admitted.
+		n := l.curSlots(now, rules, local, cost, sc)
+		for j, i := range sc.idx[:n] {
+			sc.costs[j] = saturated(sc.cur[i], cost) - sc.cur[i]
+		}
+		if err := l.add(ctx, id, local, n, sc); err != nil {
 			uncounted = fmt.Errorf("%w: %w", ErrUncounted, err)
 			break
 		}
@@ -752,7 +762,7 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 			unadmit(&res.Rules[i], now, r.Rule, cost, sc.prev[i], sc.cur[i])
 			continue
 		}
-		d, cur := &res.Rules[i], sc.cur[i]+cost
+		d, cur := &res.Rules[i], saturated(sc.cur[i], cost)
 		if d.Allowed {
 			// Used, Remaining and ResetAfter already count the cost.
 			d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
@@ -765,6 +775,15 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
 	}
 	return uncounted
+}
+
+// saturated returns count + cost for a cost >= 0, or math.MaxInt64 when
+// the sum does not fit.
+func saturated(count, cost int64) int64 {
+	if count > math.MaxInt64-cost {
+		return math.MaxInt64
+	}
+	return count + cost
 }
 
 // uncount fixes the decisions of the rules that admitted a request another

@@ -7,6 +7,7 @@ package memstore
 import (
 	"context"
 	"hash/maphash"
+	"math"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -613,7 +614,12 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 	for k, x := range slots {
 		switch {
 		case costs[k] > 0:
-			*sh.counter(sl, x) += costs[k]
+			// Saturated: a count wrapped negative reads as empty.
+			if n := sh.counter(sl, x); *n > math.MaxInt64-costs[k] {
+				*n = math.MaxInt64
+			} else {
+				*n += costs[k]
+			}
 		case costs[k] < 0:
 			// Only a counter the identity holds is taken back from: a
 			// new one (or a reused cell) would be a credit, or wipe a

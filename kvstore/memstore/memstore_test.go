@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -111,6 +112,39 @@ func TestTakeBackOfMissingIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectLoad(t, s, "held", sl[0], 3)
+}
+
+// TestAddSaturates: an unconditional Add (the limiter's count of a denied
+// request, CountDenied) stops at math.MaxInt64. Two such counts racing on a
+// counter near it (the limiter caps each by the count it read) wrapped it
+// negative, which reads as empty: the client was admitted again. Both the
+// pair and a cell (a rule beyond the pair) saturate.
+func TestAddSaturates(t *testing.T) {
+	ctx := context.Background()
+	pair, cell := minuteSlot(t0), kvstore.Slot{Name: "day", Bucket: window.Index(t0, 24*time.Hour), Length: 24 * time.Hour}
+	for _, tt := range []struct {
+		name  string
+		slots []kvstore.Slot
+	}{
+		{"pair", []kvstore.Slot{pair}},
+		{"pair and cell", []kvstore.Slot{pair, cell}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := New()
+			near, more := make([]int64, len(tt.slots)), make([]int64, len(tt.slots))
+			for i := range tt.slots {
+				near[i], more[i] = math.MaxInt64-3, 5
+			}
+			for _, costs := range [][]int64{near, more, more} {
+				if err := s.Add(ctx, "k", tt.slots, costs); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, sl := range tt.slots {
+				expectLoad(t, s, "k", sl, math.MaxInt64)
+			}
+		})
+	}
 }
 
 // TestEvictsTheLeastRate: among identities of a minute-and-day plan, the
