@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // Retry bounds of NewClient: at most MaxAttempts tries of one call, at most
@@ -93,12 +94,16 @@ func loopback(host string) bool {
 type TableAPI interface {
 	CreateTable(ctx context.Context, in *dynamodb.CreateTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error)
 	DescribeTable(ctx context.Context, in *dynamodb.DescribeTableInput, optFns ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error)
+	UpdateTimeToLive(ctx context.Context, in *dynamodb.UpdateTimeToLiveInput, optFns ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error)
 }
 
 // CreateTable creates table with the key schema the Store expects, billed
-// on demand, and waits until it is active. A table that already exists is
-// not an error. It is for local servers (dynalite) and tests; deployments
-// get the table, and its TTL setting, from template.yaml.
+// on demand, waits until it is active and enables its TTL on TTLAttribute,
+// as template.yaml does: without, DynamoDB never deletes an item, and every
+// identity ever seen stays in the table. A server that has no TTL
+// (dynalite) is not an error. A table that already exists is not an error
+// either, and is left as it is. It is for `serve --create-table` and tests;
+// the Lambda gets its table from template.yaml.
 func CreateTable(ctx context.Context, client TableAPI, table string) error {
 	if table == "" {
 		return ErrTable
@@ -110,6 +115,7 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 		BillingMode:          types.BillingModePayPerRequest,
 	})
 	var inUse *types.ResourceInUseException
+	created := err == nil
 	if err != nil && !errors.As(err, &inUse) {
 		return fmt.Errorf("dynamostore: create table %q: %w", table, err)
 	}
@@ -119,7 +125,7 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 			return fmt.Errorf("dynamostore: describe table %q: %w", table, err)
 		}
 		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
-			return nil
+			break
 		}
 		select {
 		case <-ctx.Done():
@@ -127,6 +133,18 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	if !created {
+		return nil
+	}
+	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+		TableName:               aws.String(table),
+		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(TTLAttribute), Enabled: aws.Bool(true)},
+	})
+	var api smithy.APIError
+	if err != nil && !(errors.As(err, &api) && api.ErrorCode() == "UnknownOperationException") {
+		return fmt.Errorf("dynamostore: table %q created, but its TTL on %q not enabled (without it no item ever expires; enable it by hand): %w", table, TTLAttribute, err)
+	}
+	return nil
 }
 
 // Probe reads from table a key no identity has: it reports whether the

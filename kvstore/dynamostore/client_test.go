@@ -2,11 +2,15 @@ package dynamostore_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 )
@@ -36,12 +40,21 @@ func TestNewClientLocalEndpointDefaultsRegion(t *testing.T) {
 	}
 }
 
-// tableAPI is a TableAPI whose table exists already and is active.
-type tableAPI struct{ creates, describes int }
+// tableAPI is a TableAPI whose table is active once created; exists makes
+// it there already, ttlErr is the answer to UpdateTimeToLive.
+type tableAPI struct {
+	exists             bool
+	ttlErr             error
+	creates, describes int
+	ttls               []*dynamodb.UpdateTimeToLiveInput
+}
 
 func (a *tableAPI) CreateTable(context.Context, *dynamodb.CreateTableInput, ...func(*dynamodb.Options)) (*dynamodb.CreateTableOutput, error) {
 	a.creates++
-	return nil, &types.ResourceInUseException{Message: new(string)}
+	if a.exists {
+		return nil, &types.ResourceInUseException{Message: new(string)}
+	}
+	return &dynamodb.CreateTableOutput{}, nil
 }
 
 func (a *tableAPI) DescribeTable(context.Context, *dynamodb.DescribeTableInput, ...func(*dynamodb.Options)) (*dynamodb.DescribeTableOutput, error) {
@@ -49,14 +62,62 @@ func (a *tableAPI) DescribeTable(context.Context, *dynamodb.DescribeTableInput, 
 	return &dynamodb.DescribeTableOutput{Table: &types.TableDescription{TableStatus: types.TableStatusActive}}, nil
 }
 
+func (a *tableAPI) UpdateTimeToLive(_ context.Context, in *dynamodb.UpdateTimeToLiveInput, _ ...func(*dynamodb.Options)) (*dynamodb.UpdateTimeToLiveOutput, error) {
+	a.ttls = append(a.ttls, in)
+	if a.ttlErr != nil {
+		return nil, a.ttlErr
+	}
+	return &dynamodb.UpdateTimeToLiveOutput{}, nil
+}
+
 // TestCreateTableThatExists: `serve --create-table` started a second time
-// finds its table there (DynamoDB's ResourceInUseException) and goes on.
+// finds its table there (DynamoDB's ResourceInUseException) and goes on,
+// leaving the table's settings as they are.
 func TestCreateTableThatExists(t *testing.T) {
-	a := &tableAPI{}
+	a := &tableAPI{exists: true}
 	if err := dynamostore.CreateTable(context.Background(), a, "slidegate"); err != nil {
 		t.Errorf("CreateTable of an existing table: %v, want nil", err)
 	}
-	if a.creates != 1 || a.describes != 1 {
-		t.Errorf("%d creates, %d describes; want 1, 1", a.creates, a.describes)
+	if a.creates != 1 || a.describes != 1 || len(a.ttls) != 0 {
+		t.Errorf("%d creates, %d describes, %d UpdateTimeToLive; want 1, 1, 0", a.creates, a.describes, len(a.ttls))
+	}
+}
+
+// TestCreateTableEnablesTTL: a table that `serve --store dynamodb
+// --create-table` creates in AWS has its TTL enabled on TTLAttribute, as
+// template.yaml's has; created without, DynamoDB never deleted an item,
+// and every identity ever seen (each client IP, each made-up API key)
+// stayed in the table, billed, for good. A local server without TTL
+// (dynalite answers UnknownOperationException) is not an error; any other
+// failure is, naming the table.
+func TestCreateTableEnablesTTL(t *testing.T) {
+	tests := []struct {
+		name    string
+		ttlErr  error
+		wantErr bool
+	}{
+		{"enabled", nil, false},
+		{"server without TTL", &smithy.GenericAPIError{Code: "UnknownOperationException", Message: "UnknownError"}, false},
+		{"not allowed", &smithy.GenericAPIError{Code: "AccessDeniedException", Message: "not authorized to perform: dynamodb:UpdateTimeToLive"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &tableAPI{ttlErr: tt.ttlErr}
+			err := dynamostore.CreateTable(context.Background(), a, "slidegate")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("CreateTable = %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr && (!errors.Is(err, tt.ttlErr) || !strings.Contains(err.Error(), `"slidegate"`)) {
+				t.Errorf("CreateTable = %v; want it to wrap %v and name the table", err, tt.ttlErr)
+			}
+			if len(a.ttls) != 1 {
+				t.Fatalf("%d UpdateTimeToLive calls, want 1", len(a.ttls))
+			}
+			in := a.ttls[0]
+			spec := in.TimeToLiveSpecification
+			if aws.ToString(in.TableName) != "slidegate" || spec == nil || aws.ToString(spec.AttributeName) != dynamostore.TTLAttribute || !aws.ToBool(spec.Enabled) {
+				t.Errorf("UpdateTimeToLive table %q spec %+v; want slidegate, %q enabled", aws.ToString(in.TableName), spec, dynamostore.TTLAttribute)
+			}
+		})
 	}
 }

@@ -8,8 +8,9 @@
 // index>", for example "minute#1m0s#29384720", so every rule of an identity
 // is decided in the same item. TTLAttribute ("ttl") holds the Unix second
 // after which no bucket of the item can be read any more; the table's TTL
-// setting (template.yaml) lets DynamoDB delete idle identities. The code
-// never calls UpdateTimeToLive.
+// setting (template.yaml) lets DynamoDB delete idle identities. The Store
+// never calls UpdateTimeToLive; CreateTable (`serve --create-table`) turns
+// TTL on for a table it creates.
 //
 // # One request per decision
 //
