@@ -31,11 +31,12 @@ const (
 // apiKey finds the first configured key header present and writes the
 // lower-case hex SHA-256 of its whole value, as hashKey counts it (for
 // Authorization, "Bearer abc" is "bearer abc"), into hash. An empty value
-// is no key. White space around a value is not the key's: the local
-// server and the Worker drop it before the handler runs, and the proxy as
-// it writes the value to the origin, but the Lambda adds the event's
-// values as they are (counted with it, " k" was a fresh client while the
-// origin served k, and "   " a key the origin took for none). Several
+// is no key, and so is an AWS signature (signature). White space around
+// a value is not the key's: the local server and the Worker drop it
+// before the handler runs, and the proxy as it writes the value to the
+// origin, but the Lambda adds the event's values as they are (counted
+// with it, " k" was a fresh client while the origin served k, and "   "
+// a key the origin took for none). Several
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,
@@ -52,7 +53,7 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 		}
 		switch vs := r.Header[name]; {
 		case len(vs) == 1:
-			if v := textproto.TrimString(vs[0]); v != "" {
+			if v := textproto.TrimString(vs[0]); v != "" && !signature(v) {
 				hashKey(v, hash)
 				return true
 			}
@@ -62,6 +63,17 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 		}
 	}
 	return false
+}
+
+// signature reports whether v is an AWS signature (SigV4, SigV4a: the
+// schemes "AWS4-HMAC-SHA256" and "AWS4-ECDSA-P256-SHA256"), which is no key:
+// it changes with each second, path and body. A Function URL behind
+// CloudFront's origin access control gets CloudFront's on every request,
+// and counted as a key each anonymous request was a fresh client.
+func signature(v string) bool {
+	const longest = len("AWS4-ECDSA-P256-SHA256")
+	i := strings.IndexAny(v[:min(len(v), longest+1)], " \t") // not the whole of a 64 KiB key
+	return i > 0 && (asciiEqualFold(v[:i], "AWS4-HMAC-SHA256") || asciiEqualFold(v[:i], "AWS4-ECDSA-P256-SHA256"))
 }
 
 // hashKey writes the hex SHA-256 of key to out. A key with commas is
