@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -31,6 +32,35 @@ func TestEvictionTieGoesToTheOldest(t *testing.T) {
 	}
 	expectLoad(t, s, older, minuteSlot(t0.Add(-time.Minute)), 0)
 	expectLoad(t, s, recent, minuteSlot(t0), 3)
+	expectLoad(t, s, newcomer, minuteSlot(t0), 3)
+}
+
+// TestEvictionWeighsSaturatedCounts: an identity whose counts are at the
+// top of an int64 (a client punished with count_denied at the largest cost
+// and limit: Add saturates) outweighs one with a few counts. Its pair's
+// previous and current counts were summed in an int64, which wrapped
+// negative: the heaviest identity was evicted first, its counts wiped.
+func TestEvictionWeighsSaturatedCounts(t *testing.T) {
+	ctx := context.Background()
+	s := NewLimited(2 * shardCount)
+	ids := sameShard(s, 3)
+	punished, light, newcomer := ids[0], ids[1], ids[2]
+	for _, w := range []struct {
+		id   string
+		sl   kvstore.Slot
+		cost int64
+	}{
+		{punished, minuteSlot(t0.Add(-time.Minute)), math.MaxInt64},
+		{punished, minuteSlot(t0), 1},
+		{light, minuteSlot(t0), 3},
+		{newcomer, minuteSlot(t0), 3},
+	} {
+		if err := s.Add(ctx, w.id, []kvstore.Slot{w.sl}, []int64{w.cost}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expectLoad(t, s, punished, minuteSlot(t0.Add(-time.Minute)), math.MaxInt64)
+	expectLoad(t, s, light, minuteSlot(t0), 0)
 	expectLoad(t, s, newcomer, minuteSlot(t0), 3)
 }
 

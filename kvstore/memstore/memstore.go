@@ -286,7 +286,8 @@ func (sh *shard) evict(h uint64) {
 		s.mu.Lock()
 		w, at := 0.0, int64(0)
 		if s.rule != nil {
-			w, at = float64(s.prev+s.cur)/float64(s.rule.length), s.bucket*int64(s.rule.length)
+			// Summed as floats: the int64 sum of saturated counts wraps.
+			w, at = (float64(s.prev)+float64(s.cur))/float64(s.rule.length), s.bucket*int64(s.rule.length)
 		}
 		if s.more != nil {
 			for _, c := range s.more.c {
