@@ -14,22 +14,14 @@ import (
 // per unit of time, a full shard evicts the one whose counters are older
 // (last counted a minute ago), not the one counting now.
 func TestEvictionTieGoesToTheOldest(t *testing.T) {
-	ctx := context.Background()
 	s := NewLimited(2 * shardCount)
 	ids := sameShard(s, 3)
 	older, recent, newcomer := ids[0], ids[1], ids[2]
-	for _, w := range []struct {
-		id string
-		sl kvstore.Slot
-	}{
-		{older, minuteSlot(t0.Add(-time.Minute))},
-		{recent, minuteSlot(t0)},
-		{newcomer, minuteSlot(t0)},
-	} {
-		if err := s.Add(ctx, w.id, []kvstore.Slot{w.sl}, []int64{3}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addAll(t, s, []write{
+		{older, minuteSlot(t0.Add(-time.Minute)), 3},
+		{recent, minuteSlot(t0), 3},
+		{newcomer, minuteSlot(t0), 3},
+	})
 	expectLoad(t, s, older, minuteSlot(t0.Add(-time.Minute)), 0)
 	expectLoad(t, s, recent, minuteSlot(t0), 3)
 	expectLoad(t, s, newcomer, minuteSlot(t0), 3)
@@ -41,24 +33,15 @@ func TestEvictionTieGoesToTheOldest(t *testing.T) {
 // previous and current counts were summed in an int64, which wrapped
 // negative: the heaviest identity was evicted first, its counts wiped.
 func TestEvictionWeighsSaturatedCounts(t *testing.T) {
-	ctx := context.Background()
 	s := NewLimited(2 * shardCount)
 	ids := sameShard(s, 3)
 	punished, light, newcomer := ids[0], ids[1], ids[2]
-	for _, w := range []struct {
-		id   string
-		sl   kvstore.Slot
-		cost int64
-	}{
+	addAll(t, s, []write{
 		{punished, minuteSlot(t0.Add(-time.Minute)), math.MaxInt64},
 		{punished, minuteSlot(t0), 1},
 		{light, minuteSlot(t0), 3},
 		{newcomer, minuteSlot(t0), 3},
-	} {
-		if err := s.Add(ctx, w.id, []kvstore.Slot{w.sl}, []int64{w.cost}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	expectLoad(t, s, punished, minuteSlot(t0.Add(-time.Minute)), math.MaxInt64)
 	expectLoad(t, s, light, minuteSlot(t0), 0)
 	expectLoad(t, s, newcomer, minuteSlot(t0), 3)
@@ -101,4 +84,21 @@ func sameShard(s *Store, n int) []string {
 		}
 	}
 	return ids
+}
+
+// write is one Add of cost to one slot of id.
+type write struct {
+	id   string
+	sl   kvstore.Slot
+	cost int64
+}
+
+// addAll makes the writes in order.
+func addAll(t *testing.T, s *Store, ws []write) {
+	t.Helper()
+	for _, w := range ws {
+		if err := s.Add(context.Background(), w.id, []kvstore.Slot{w.sl}, []int64{w.cost}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
