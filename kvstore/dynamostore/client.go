@@ -74,8 +74,14 @@ func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 			o.BaseEndpoint = aws.String(endpoint)
 			// Local servers close idle connections early (Node's
 			// default keep-alive is 5 s); dropping ours first keeps a
-			// request from meeting a closed one.
-			o.HTTPClient = awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			// request from meeting a closed one. The client's own
+			// settings (AWS_CA_BUNDLE's roots) stay: a fresh client
+			// dropped them, and a TLS endpoint they vouch for failed.
+			hc, ok := o.HTTPClient.(*awshttp.BuildableClient)
+			if !ok || hc == nil {
+				hc = awshttp.NewBuildableClient()
+			}
+			o.HTTPClient = hc.WithTransportOptions(func(tr *http.Transport) {
 				tr.IdleConnTimeout = LocalIdleTimeout
 			})
 		}

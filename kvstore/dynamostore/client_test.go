@@ -2,12 +2,22 @@ package dynamostore_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
+	"hash/crc32"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go"
@@ -15,20 +25,30 @@ import (
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 )
 
+// noAWSEnv gives the test an empty home and an environment without AWS
+// settings (region, profile, credentials, endpoints, CA bundle) and
+// returns the home.
+func noAWSEnv(t *testing.T) string {
+	t.Helper()
+	home := t.TempDir()
+	for k, v := range map[string]string{
+		"HOME": home, "AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
+		"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "", "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL_DYNAMODB": "", "AWS_ENDPOINT_URL": "",
+		"AWS_CA_BUNDLE": "",
+	} {
+		t.Setenv(k, v)
+	}
+	return home
+}
+
 // TestNewClientLocalEndpointDefaultsRegion: with an endpoint given
 // (`serve --endpoint http://127.0.0.1:4567`) and no region anywhere in the
 // environment, the client signs for us-east-1, which local servers
 // accept; without one, every request failed for want of a region. For
 // AWS itself (no endpoint) no region is made up.
 func TestNewClientLocalEndpointDefaultsRegion(t *testing.T) {
-	home := t.TempDir()
-	for k, v := range map[string]string{
-		"HOME": home, "AWS_CONFIG_FILE": filepath.Join(home, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(home, "credentials"),
-		"AWS_REGION": "", "AWS_DEFAULT_REGION": "", "AWS_PROFILE": "", "AWS_EC2_METADATA_DISABLED": "true",
-		"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_ENDPOINT_URL_DYNAMODB": "", "AWS_ENDPOINT_URL": "",
-	} {
-		t.Setenv(k, v)
-	}
+	noAWSEnv(t)
 	for endpoint, want := range map[string]string{"http://127.0.0.1:4567": "us-east-1", "": ""} {
 		c, err := dynamostore.NewClient(context.Background(), endpoint)
 		if err != nil {
@@ -37,6 +57,40 @@ func TestNewClientLocalEndpointDefaultsRegion(t *testing.T) {
 		if got := c.Options().Region; got != want {
 			t.Errorf("endpoint %q: region %q, want %q", endpoint, got, want)
 		}
+	}
+}
+
+// TestNewClientEndpointKeepsCABundle: an endpoint over TLS whose
+// certificate the operator's AWS_CA_BUNDLE vouches for (`serve --endpoint
+// https://dynamodb.internal:8443`, a private CA's certificate) is trusted; the
+// client's own HTTP client, with the idle timeout for local servers, used
+// to drop the bundle, and every request failed the certificate check.
+func TestNewClientEndpointKeepsCABundle(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte("{}"))), 10))
+		_, _ = io.WriteString(w, "{}")
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // failed handshakes
+	srv.StartTLS()
+	defer srv.Close()
+	home := noAWSEnv(t)
+	bundle := filepath.Join(home, "ca.pem")
+	if err := os.WriteFile(bundle, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_CA_BUNDLE", bundle)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dynamostore.NewClient(ctx, srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dynamostore.Probe(ctx, c, "slidegate"); err != nil {
+		t.Errorf("Probe through a TLS endpoint AWS_CA_BUNDLE trusts: %v, want nil", err)
+	}
+	if hc, ok := c.Options().HTTPClient.(*awshttp.BuildableClient); !ok || hc.GetTransport().IdleConnTimeout != dynamostore.LocalIdleTimeout {
+		t.Errorf("HTTP client %T: want a BuildableClient whose idle timeout is LocalIdleTimeout", c.Options().HTTPClient)
 	}
 }
 
