@@ -600,9 +600,10 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 	return nil
 }
 
-// Add implements kvstore.Store. It never fails. An Add that only takes
-// counts back (no cost is positive) from an identity the store does not
-// hold does nothing: the counts went with it, expired or evicted.
+// Add implements kvstore.Store. It never fails. A count stops at
+// math.MaxInt64. An Add that only takes counts back (no cost is positive)
+// from an identity the store does not hold does nothing: the counts went
+// with it, expired or evicted.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
 	sh, h := s.shard(id)
 	// Taking back counts of an identity the store no longer holds (expired,
