@@ -508,14 +508,19 @@ func (p *proxy) target(r *http.Request) *url.URL {
 // connection stalled with the upload half read, and the Worker answered no
 // request for about a minute (TestWorkerdOriginDownUpload). A read by a
 // subrequest's stream that was still pending then and the Worker's drain
-// take turns (mu): syumai's reader allows one read at a time.
+// take turns (mu): syumai's reader allows one read at a time. In the
+// Worker, fetch gets the client's own stream while nothing has read from
+// it (bodyFetch, for its length), which the runtime then owns: drain's
+// read of it fails, and is given up.
 type requestBody struct {
 	rc   io.ReadCloser
 	mu   sync.Mutex
 	sent atomic.Bool
+	read atomic.Bool // a Read was made: rc's stream is no longer whole
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
+	b.read.Store(true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.rc.Read(p)

@@ -41,11 +41,12 @@ func serve() {
 	// A handler of a concrete type, so the compiler sees it is not nil and
 	// drops ServeNonBlock's fallback to http.DefaultServeMux, which would
 	// link ServeMux and its routing (about 50 KB of Wasm).
-	h := build(later)
+	var body *requestBody // the one request's (bodyFetch)
+	h := build(later, func() (js.Value, bool) { return body.stream() })
 	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		joinRequestHeader(r.Header)
 		readBody(r)
-		body := trackBody(r)
+		body = trackBody(r)
 		h.ServeHTTP(w, r)
 		drain(body)
 	}))
@@ -55,8 +56,9 @@ func serve() {
 }
 
 // build reads the Worker's variables and bindings and returns its handler,
-// or one that reports why there is none.
-func build(later func(time.Duration, func(context.Context))) http.Handler {
+// or one that reports why there is none. body gives the request's body
+// stream to the origin's fetch (bodyFetch).
+func build(later func(time.Duration, func(context.Context)), body func() (js.Value, bool)) http.Handler {
 	log := jsonlog.New(os.Stderr, nil) // the Workers console stamps each line
 	// SLIDEGATE_CONFIG as a JavaScript value: a string, an object (a
 	// variable written as a table or a JSON object), or undefined.
@@ -88,7 +90,7 @@ func build(later func(time.Duration, func(context.Context))) http.Handler {
 	h, err := newHandler(e, deps{
 		Store:     store,
 		Local:     workerskv.NewLocal(g, time.Now),
-		Transport: fetch.NewClient().HTTPClient(fetch.RedirectModeManual).Transport,
+		Transport: fetch.NewClient(fetch.WithBinding(bodyFetch(body))).HTTPClient(fetch.RedirectModeManual).Transport,
 		Now:       time.Now,
 		Logger:    log,
 		Debug:     dbg,

@@ -1020,6 +1020,43 @@ func TestWorkerdLargeBodies(t *testing.T) {
 	}
 }
 
+// TestWorkerdUploadLength: an upload with a declared length reaches the
+// origin with that Content-Length, as the local server's proxy sends it.
+// fetch sent every body the Worker handed it (a stream made from Go's
+// reader, of no known length) chunked, without Content-Length: an origin
+// that needs the length (S3's PUT answers 411 MissingContentLength, a WSGI
+// server hands the application an empty body without CONTENT_LENGTH) got
+// no usable upload through the Worker. A body sent chunked goes on chunked,
+// as from the local server.
+func TestWorkerdUploadLength(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	for _, tc := range []struct {
+		name   string
+		method string
+		body   io.Reader // a bytes.Reader has a length; a MultiReader does not (chunked)
+		want   int64     // the origin's Content-Length; -1: chunked
+	}{
+		{"POST, 5 bytes", "POST", strings.NewReader("hello"), 5},
+		{"PUT, 2 MiB", "PUT", bytes.NewReader(bigBody()), int64(len(bigBody()))},
+		{"PATCH, empty", "PATCH", strings.NewReader(""), 0},
+		{"POST, chunked", "POST", io.MultiReader(strings.NewReader("hello")), -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, w.URL+originPath+"upload", tc.body)
+			if tc.want == 0 {
+				req.ContentLength, req.Body = 0, http.NoBody
+				req.Header.Set("Content-Length", "0") // net/http sends none for a PATCH without a body
+			}
+			req.Header.Set("X-API-Key", steadyKey)
+			got := echoed(t, client, req)
+			if got.ContentLength != tc.want || (tc.want >= 0 && int64(got.Length) != tc.want) {
+				t.Errorf("the origin got Content-Length %d and %d bytes, want %d (-1: chunked)", got.ContentLength, got.Length, tc.want)
+			}
+		})
+	}
+}
+
 // TestWorkerdEarlyAnswer: an origin that answers before it has read the
 // request's body (a streaming origin) still gets the whole body, and the
 // Worker goes on serving. The client sends the rest of its upload only once
