@@ -344,15 +344,25 @@ func (w *writer) response() events.LambdaFunctionURLResponse {
 		case k == "Set-Cookie":
 			res.Cookies = vs
 			continue
-		case k == "Trailer" || strings.HasPrefix(k, http.TrailerPrefix):
+		case k == "Trailer" || strings.HasPrefix(k, http.TrailerPrefix), len(vs) == 0:
+			// A field without values is none (net/http sends no line).
 			continue
 		}
 		res.Headers[k] = strings.Join(vs, ",")
 	}
+	b := w.body.Bytes()
+	if _, typed := header["Content-Type"]; !typed && len(b) > 0 && header.Get("Content-Encoding") == "" {
+		// net/http's server gives an answer without Content-Type the one
+		// its first bytes show (http.DetectContentType), as the local
+		// server does for an origin that sent none; left out, the front
+		// end put its own (a Function URL's application/json) on an
+		// HTML page or an image. A Content-Type key without values
+		// asks for none, as it does of net/http.
+		res.Headers["Content-Type"] = http.DetectContentType(b)
+	}
 	// JSON escapes control bytes as \u00XX (6 bytes for 1): a text body
 	// whose escaped form would not fit goes as base64, which makes any body
 	// 4/3 larger at most; what does not fit either way is a 502.
-	b := w.body.Bytes()
 	if n, ok := jsonTextLen(b); ok && payloadLen(res, n) <= maxPayload {
 		res.Body = string(b)
 		return res

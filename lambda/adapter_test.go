@@ -134,8 +134,14 @@ func TestResponseFromHandler(t *testing.T) {
 		}, 201, map[string]string{"Content-Type": "text/plain", "Vary": "Accept,Origin"}, []string{"a=1", "b=2"}, "héllo", false},
 		{"binary", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte{0xff, 0x00, 0xfe})
-		}, 200, map[string]string{}, nil, base64.StdEncoding.EncodeToString([]byte{0xff, 0x00, 0xfe}), true},
+		}, 200, map[string]string{"Content-Type": "application/octet-stream"}, nil, base64.StdEncoding.EncodeToString([]byte{0xff, 0x00, 0xfe}), true},
 		{"nothing written", func(w http.ResponseWriter, r *http.Request) {}, 200, map[string]string{}, nil, "", false},
+		// As net/http: a Content-Type key without values asks for no
+		// type, neither sniffed nor empty.
+		{"no type asked for", func(w http.ResponseWriter, r *http.Request) {
+			w.Header()["Content-Type"] = nil
+			_, _ = io.WriteString(w, "<html>")
+		}, 200, map[string]string{}, nil, "<html>", false},
 		// No trailer section: the header section as it stood at the
 		// status, without Trailer (TestOriginTrailersAreNotFields).
 		// A value set between two writes and a cookie added after the
@@ -150,13 +156,13 @@ func TestResponseFromHandler(t *testing.T) {
 			w.Header().Add("Server-Timing", "total;dur=9")
 			w.Header().Add("Set-Cookie", "late=1")
 			w.Header().Set(http.TrailerPrefix+"X-Late", "1")
-		}, 200, map[string]string{"Server-Timing": "db;dur=1"}, []string{"a=1"}, "body", false},
+		}, 200, map[string]string{"Server-Timing": "db;dur=1", "Content-Type": "text/plain; charset=utf-8"}, []string{"a=1"}, "body", false},
 		// Trailers none was announced for: ReverseProxy sets them under
 		// http.TrailerPrefix, with no Trailer header before the status.
 		{"unannounced trailers", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "body")
 			w.Header().Set(http.TrailerPrefix+"X-Late", "1")
-		}, 200, map[string]string{}, nil, "body", false},
+		}, 200, map[string]string{"Content-Type": "text/plain; charset=utf-8"}, nil, "body", false},
 		{"redirect", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Location", "https://other.example/next?x=1")
 			w.WriteHeader(http.StatusFound)
@@ -463,6 +469,7 @@ func TestResponsePayloadWithinLambdaLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := Adapt(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header()["Content-Type"] = nil // none: the sizes above have none
 				if tt.header > 0 {
 					w.Header().Set("X-Big", strings.Repeat("a", tt.header))
 				}

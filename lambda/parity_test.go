@@ -17,6 +17,7 @@ import (
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/internal/parity"
+	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/memstore"
 )
 
@@ -34,16 +35,28 @@ func lambdaSide(t *testing.T, cfgText string, clock *parity.Clock, httpAPI bool)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return lambdaSideOn(t, cfg, memstore.New(), clock, httpAPI)
+}
+
+// lambdaSideOn is lambdaSide with st as the shared store.
+func lambdaSideOn(t *testing.T, cfg *config.Config, st kvstore.Store, clock *parity.Clock, httpAPI bool) parity.Side {
+	t.Helper()
 	origin := parity.NewOrigin(t)
 	log := slog.New(slog.DiscardHandler)
 	h, err := httpapi.New(httpapi.Options{
-		Config: cfg, Store: memstore.New(), Local: memstore.NewLimited(maxLocalIdentities),
+		Config: cfg, Store: st, Local: memstore.NewLimited(maxLocalIdentities),
 		Next: httpapi.NewProxy(origin.URL, log, cfg.Identity.Prefixes()), PeerIP: sourceIP,
 		Now: clock.Now, Logger: log,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return eventSide(h, httpAPI, origin.Take)
+}
+
+// eventSide sends requests to h through Adapt as the events of a Function
+// URL (or an HTTP API); take returns what reached the origin.
+func eventSide(h http.Handler, httpAPI bool, take func() (*parity.Seen, error)) parity.Side {
 	handler := Adapt(h)
 	name := "lambda (Function URL)"
 	if httpAPI {
@@ -58,7 +71,7 @@ func lambdaSide(t *testing.T, cfgText string, clock *parity.Clock, httpAPI bool)
 		if err != nil {
 			return parity.Outcome{}, err
 		}
-		seen, err := origin.Take()
+		seen, err := take()
 		return parity.Outcome{Response: out, Seen: seen}, err
 	}}
 }
