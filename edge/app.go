@@ -63,6 +63,9 @@ type deps struct {
 	Debug     *debug      // nil unless env.Debug
 	Configs   configCache // nil: parse every time
 	Clock     clock       // nil: each request's limiter starts afresh
+	// Upgraded answers with the WebSocket of the origin's 101 (proxy's
+	// upgraded); nil: a 101 is answered as it is.
+	Upgraded func() func(h http.Header)
 }
 
 // clock keeps the newest time the isolate's limiters have seen
@@ -152,7 +155,7 @@ func newHandler(e env, d deps) (http.Handler, error) {
 		return nil, err
 	}
 	if p, ok := next.(*proxy); ok {
-		p.log = d.Logger
+		p.log, p.upgraded = d.Logger, d.Upgraded
 	}
 	// The isolate's newest time is read when the request reads the clock:
 	// after its body was awaited, while other requests of the isolate ran
@@ -270,6 +273,28 @@ type proxy struct {
 	base *url.URL // nil: the request's own URL
 	rt   http.RoundTripper
 	log  httpapi.Logger // nil: origin errors are not logged
+	// upgraded returns what answers the client with the WebSocket of the
+	// origin's 101 that rt returned last, under a header, or nil when it
+	// carried none (wsAnswer, in the Worker). nil: a 101 is answered as it
+	// is.
+	upgraded func() func(h http.Header)
+}
+
+// errNoWebSocket: the origin answered 101 without a WebSocket the Worker
+// could pass on.
+var errNoWebSocket = errors.New("edge: the origin's 101 carried no WebSocket")
+
+// isWebSocket reports whether h asks for a WebSocket: its Upgrade lists
+// the token websocket (RFC 6455 4.2.1, any case).
+func isWebSocket(h http.Header) bool {
+	for _, v := range h["Upgrade"] {
+		for p := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(textproto.TrimString(p), "websocket") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // hopHeaders are connection-level headers that are not forwarded, besides
@@ -566,7 +591,14 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.base != nil {
 		out.Header.Del("Host")
 	}
+	websocket := isWebSocket(r.Header)
 	removeHop(out.Header)
+	if websocket {
+		// A JavaScript Worker's fetch(request) takes the upgrade on;
+		// dropped as hop-by-hop, the origin got a plain GET and answered
+		// it (426), where the local server's proxy passes the WebSocket.
+		out.Header["Upgrade"] = []string{"websocket"}
+	}
 	// The client's 100-continue is answered by the time the Worker runs
 	// (its body streams in), and fetch does not pass an origin's interim
 	// 100 on: forwarded, the expectation held the upload until workerd
@@ -588,6 +620,22 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer res.Body.Close()
 	removeHop(res.Header)
 	addHeader(w.Header(), res.Header)
+	if res.StatusCode == http.StatusSwitchingProtocols && p.upgraded != nil {
+		// The runtime answers the client's handshake itself, with the
+		// client's key and its own extensions.
+		w.Header().Del("Sec-Websocket-Accept")
+		w.Header().Del("Sec-Websocket-Extensions")
+		send := p.upgraded()
+		if send == nil {
+			httpapi.OriginFailed(p.log, w, r, errNoWebSocket)
+			return
+		}
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush() // settles the pre-filter's fields (httpapi's writer), sends nothing in the Worker
+		}
+		send(w.Header())
+		return
+	}
 	if noBody(r.Method, res.StatusCode) {
 		if cl, ok := w.Header()["Content-Length"]; ok && r.Method == http.MethodHead {
 			// A HEAD answer keeps the origin's Content-Length, the

@@ -1210,3 +1210,61 @@ func TestClockReadWhenServed(t *testing.T) {
 		t.Errorf("+0.7s, served after two requests at +1.1s: %d, want 429", w.Code)
 	}
 }
+
+// TestProxyWebSocket: a request asking for a WebSocket (Upgrade lists
+// websocket, in any case) goes to the origin with Upgrade: websocket, and
+// the origin's 101 is handed to upgraded with the pre-filter's and the
+// origin's fields, less the handshake's own, which the runtime writes; a
+// 101 upgraded cannot pass on is a 502. Other upgrades stay hop-by-hop.
+func TestProxyWebSocket(t *testing.T) {
+	for _, tc := range []struct {
+		name, upgrade string
+		passed        bool // upgraded takes the 101
+		wantUpgrade   []string
+		wantStatus    int
+	}{
+		{"websocket", "websocket", true, []string{"websocket"}, http.StatusOK},
+		{"listed, any case", "foo, WebSocket", true, []string{"websocket"}, http.StatusOK},
+		{"no WebSocket in the answer", "websocket", false, []string{"websocket"}, http.StatusBadGateway},
+		{"h2c", "h2c", true, nil, http.StatusSwitchingProtocols},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &fakeOrigin{status: http.StatusSwitchingProtocols, answer: strings.NewReader(""), header: http.Header{
+				"Upgrade": {"websocket"}, "Sec-Websocket-Accept": {"x"}, "Sec-Websocket-Extensions": {"permessage-deflate"}, "Sec-Websocket-Protocol": {"chat"},
+			}}
+			h, err := originHandler("https://origin.example.com", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got http.Header
+			p := h.(*proxy)
+			if tc.upgrade != "h2c" {
+				p.upgraded = func() func(http.Header) {
+					if !tc.passed {
+						return nil
+					}
+					return func(h http.Header) { got = h.Clone() }
+				}
+			}
+			r := httptest.NewRequest("GET", "https://w.example.com/ws", nil)
+			r.Header.Set("Upgrade", tc.upgrade)
+			w := httptest.NewRecorder()
+			w.Header().Set("RateLimit", `"minute";r=4;t=60`) // set by the pre-filter
+			h.ServeHTTP(w, r)
+			if v := o.got.Header["Upgrade"]; !slices.Equal(v, tc.wantUpgrade) {
+				t.Errorf("the origin got Upgrade %q, want %q", v, tc.wantUpgrade)
+			}
+			if w.Code != tc.wantStatus {
+				t.Errorf("status %d, want %d", w.Code, tc.wantStatus)
+			}
+			if !tc.passed || tc.upgrade == "h2c" {
+				return
+			}
+			for k, want := range map[string]string{"Ratelimit": `"minute";r=4;t=60`, "X-Origin": "yes", "Sec-Websocket-Protocol": "chat", "Sec-Websocket-Accept": "", "Sec-Websocket-Extensions": "", "Upgrade": ""} {
+				if v := got.Get(k); v != want {
+					t.Errorf("upgraded got %s %q, want %q", k, v, want)
+				}
+			}
+		})
+	}
+}

@@ -41,8 +41,11 @@ func serve() {
 	// A handler of a concrete type, so the compiler sees it is not nil and
 	// drops ServeNonBlock's fallback to http.DefaultServeMux, which would
 	// link ServeMux and its routing (about 50 KB of Wasm).
-	var body *requestBody // the one request's (bodyFetch)
-	h := build(later, func() (js.Value, bool) { return body.stream() })
+	var body *requestBody // the one request's (jsFetch)
+	f := &jsFetch{body: func() (js.Value, bool) { return body.stream() }}
+	ws := &wsAnswer{fetch: f}
+	ws.wrap()
+	h := build(later, f, ws)
 	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		joinRequestHeader(r.Header)
 		readBody(r)
@@ -56,9 +59,9 @@ func serve() {
 }
 
 // build reads the Worker's variables and bindings and returns its handler,
-// or one that reports why there is none. body gives the request's body
-// stream to the origin's fetch (bodyFetch).
-func build(later func(time.Duration, func(context.Context)), body func() (js.Value, bool)) http.Handler {
+// or one that reports why there is none. Its proxy reaches the origin
+// through f, and passes a WebSocket on through ws.
+func build(later func(time.Duration, func(context.Context)), f *jsFetch, ws *wsAnswer) http.Handler {
 	log := jsonlog.New(os.Stderr, nil) // the Workers console stamps each line
 	// SLIDEGATE_CONFIG as a JavaScript value: a string, an object (a
 	// variable written as a table or a JSON object), or undefined.
@@ -90,12 +93,13 @@ func build(later func(time.Duration, func(context.Context)), body func() (js.Val
 	h, err := newHandler(e, deps{
 		Store:     store,
 		Local:     workerskv.NewLocal(g, time.Now),
-		Transport: fetch.NewClient(fetch.WithBinding(bodyFetch(body))).HTTPClient(fetch.RedirectModeManual).Transport,
+		Transport: fetch.NewClient(fetch.WithBinding(f.binding())).HTTPClient(fetch.RedirectModeManual).Transport,
 		Now:       time.Now,
 		Logger:    log,
 		Debug:     dbg,
 		Configs:   jsConfigCache{src: cfgSrc},
 		Clock:     workerskv.NewClock(g),
+		Upgraded:  ws.answer,
 	})
 	if err != nil {
 		return failed(err, log)

@@ -795,6 +795,8 @@ func duplexOrigin(w http.ResponseWriter, r *http.Request) {
 func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 	q, h := r.URL.Query(), w.Header()
 	switch strings.TrimPrefix(r.URL.Path, originPath) {
+	case "ws":
+		wsOrigin(w, r)
 	case "cookies":
 		h["Set-Cookie"] = slices.Clone(originCookies)
 		_, _ = io.WriteString(w, "cookies")
