@@ -34,8 +34,14 @@ const (
 // endpoint given explicitly (dynalite, DynamoDB Local).
 const LocalIdleTimeout = 4 * time.Second
 
+// IdleConns is how many idle connections to DynamoDB a client of
+// NewClient keeps for reuse: the requests a local server may send at once
+// without dialing again (a Lambda instance sends one at a time).
+const IdleConns = 256
+
 // NewClient returns a DynamoDB client from the default AWS configuration
-// (environment, shared config, the Lambda role) with bounded retries. A
+// (environment, shared config, the Lambda role) with bounded retries,
+// keeping up to IdleConns idle connections for reuse. A
 // non-empty endpoint (for example dynalite's "http://127.0.0.1:4567")
 // replaces the regional one; for a loopback endpoint without
 // AWS_ACCESS_KEY_ID in the environment it signs with placeholder
@@ -72,19 +78,28 @@ func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	return dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		if endpoint != "" {
 			o.BaseEndpoint = aws.String(endpoint)
-			// Local servers close idle connections early (Node's
-			// default keep-alive is 5 s); dropping ours first keeps a
-			// request from meeting a closed one. The client's own
-			// settings (AWS_CA_BUNDLE's roots) stay: a fresh client
-			// dropped them, and a TLS endpoint they vouch for failed.
-			hc, ok := o.HTTPClient.(*awshttp.BuildableClient)
-			if !ok || hc == nil {
-				hc = awshttp.NewBuildableClient()
-			}
-			o.HTTPClient = hc.WithTransportOptions(func(tr *http.Transport) {
-				tr.IdleConnTimeout = LocalIdleTimeout
-			})
 		}
+		// The SDK's HTTP client, with the client's own settings
+		// (AWS_CA_BUNDLE's roots: a fresh client dropped them, and a
+		// TLS endpoint they vouch for failed).
+		hc, ok := o.HTTPClient.(*awshttp.BuildableClient)
+		if !ok || hc == nil {
+			hc = awshttp.NewBuildableClient()
+		}
+		o.HTTPClient = hc.WithTransportOptions(func(tr *http.Transport) {
+			// As many idle connections as IdleConns requests at once:
+			// the SDK's 10 per host made a server under load close
+			// and dial again most of its connections after each
+			// burst, each handshake (TCP, TLS) within store_timeout.
+			tr.MaxIdleConns = IdleConns
+			tr.MaxIdleConnsPerHost = IdleConns
+			if endpoint != "" {
+				// Local servers close idle connections early (Node's
+				// default keep-alive is 5 s); dropping ours first
+				// keeps a request from meeting a closed one.
+				tr.IdleConnTimeout = LocalIdleTimeout
+			}
+		})
 	}), nil
 }
 
