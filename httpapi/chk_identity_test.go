@@ -1,0 +1,93 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestCheckKeyIsThePreFiltersIdentity: a key given to the check API is the
+// identity the pre-filter counts for the key header with that value (the
+// README: "hashed like a header key: the same identity, the same
+// counters"). The pre-filter drops white space around a key (73ac3ab), so
+// " <pro key>" from a service that passes on a Lambda event's header value,
+// or "<pro key>\n" read from a file, was a fresh identity of the default
+// plan here while the pre-filter counted the pro key, used up.
+func TestCheckKeyIsThePreFiltersIdentity(t *testing.T) {
+	const bearer = "Bearer unlisted-abc" // an unlisted key: free, 3 a minute
+	for _, tt := range []struct {
+		name          string
+		header, value string // what the pre-filter counted up to the limit
+		limit         int
+		checkKey      string // what the check API is then asked
+	}{
+		{"the same key", "X-API-Key", proKey, 10, proKey},
+		{"space before", "X-API-Key", proKey, 10, " " + proKey},
+		{"space after", "X-API-Key", proKey, 10, proKey + " "},
+		{"tabs around", "X-API-Key", proKey, 10, "\t" + proKey + "\t"},
+		{"a line read from a file", "X-API-Key", proKey, 10, proKey + "\r\n"},
+		{"scheme in another case", "Authorization", bearer, 3, "BEARER  unlisted-abc"},
+		{"space before a scheme", "Authorization", bearer, 3, " " + bearer},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), nil)
+			for i := range tt.limit {
+				w := f.do(req{header: map[string]string{tt.header: tt.value}})
+				if w.Code != http.StatusOK {
+					t.Fatalf("request %d: status %d", i, w.Code)
+				}
+			}
+			body, err := json.Marshal(map[string]any{"key": tt.checkKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := f.do(req{method: http.MethodPost, path: CheckPath, body: string(body)})
+			var resp checkResponse
+			if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != http.StatusOK {
+				t.Fatalf("status %d %s: %v", w.Code, w.Body, err)
+			}
+			if resp.Allowed || resp.Remaining != 0 {
+				t.Errorf("check of %q after the pre-filter used %q up: %s; want denied, the same identity", tt.checkKey, tt.value, w.Body)
+			}
+		})
+	}
+}
+
+// TestCheckKeyThatIsNoKey: what the pre-filter takes for no key (a value of
+// only white space, an AWS signature: c8d369a) is a 400 naming key, not an
+// identity of its own. Counted, "   " was a fresh client per count of
+// spaces, and a service behind CloudFront's origin access control that
+// passed on Authorization checked each request as a fresh client, never
+// limited (CloudFront signs each request anew).
+func TestCheckKeyThatIsNoKey(t *testing.T) {
+	for _, key := range []string{
+		" ",
+		"\t \r\n",
+		"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261122/us-east-1/lambda/aws4_request, SignedHeaders=host;x-amz-date, Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024",
+		"aws4-ecdsa-p256-sha256 Credential=AKIDEXAMPLE/20261122/lambda/aws4_request, Signature=3045",
+		" AWS4-HMAC-SHA256 Credential=x, Signature=y",
+	} {
+		t.Run(strings.TrimSpace(key), func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), nil)
+			body, err := json.Marshal(map[string]any{"key": key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := f.do(req{method: http.MethodPost, path: CheckPath, body: string(body)})
+			if w.Code != http.StatusBadRequest {
+				t.Fatalf("key %q: status %d %s, want 400", key, w.Code, w.Body)
+			}
+			var p problem
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if len(p.InvalidParams) != 1 || p.InvalidParams[0].Name != "key" {
+				t.Errorf("invalid-params %+v, want key", p.InvalidParams)
+			}
+			if strings.Contains(w.Body.String(), "Credential") {
+				t.Errorf("the answer shows the signature: %s", w.Body)
+			}
+		})
+	}
+}
