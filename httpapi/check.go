@@ -236,11 +236,15 @@ func (h *Handler) authorized(r *http.Request) bool {
 	if len(vs) != 1 {
 		return false
 	}
-	scheme, token, ok := strings.Cut(vs[0], " ")
+	// White space around the value is not the value's: the local server
+	// and the Worker drop it, the Lambda passes the event's as it is, and
+	// " Bearer <token>" was refused there alone. Only HTTP's white space:
+	// strings.TrimSpace also took a no-break space for none.
+	scheme, token, ok := strings.Cut(textproto.TrimString(vs[0]), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	got := sha256.Sum256([]byte(textproto.TrimString(token)))
 	return subtle.ConstantTimeCompare(got[:], h.checkSum[:]) == 1
 }
 
