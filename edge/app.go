@@ -658,6 +658,36 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// runtime then cuts the response off).
 		w.Header().Del("Content-Length")
 	}
+	if _, typed := w.Header()["Content-Type"]; !typed && w.Header().Get("Content-Encoding") == "" &&
+		res.Header.Get("Content-Length") != "0" && !nullBody(res.Body) {
+		sniffed(w, res)
+		return
+	}
 	w.WriteHeader(res.StatusCode)
 	_, _ = io.Copy(bodyWriter(w), res.Body)
+}
+
+// sniffed answers with res, which has no Content-Type, giving it the type
+// its first bytes show, as net/http's server does for the local server
+// (and the Lambda's adapter): from what one read of res's body gives, up
+// to the 512 bytes http.DetectContentType looks at, so that a streaming
+// answer is not held for more. Without it the client got no type: a
+// browser guessed the charset of a UTF-8 page, a client choosing its
+// decoder by type found none (TestWorkerdUntypedAnswer). The body then
+// goes through Go, not as fetch's stream: it takes the bytes read.
+func sniffed(w http.ResponseWriter, res *http.Response) {
+	first := make([]byte, 512)
+	n, err := res.Body.Read(first)
+	if n > 0 {
+		w.Header().Set("Content-Type", http.DetectContentType(first[:n]))
+	}
+	w.WriteHeader(res.StatusCode)
+	if n > 0 { // an empty Write waits for the runtime to read (io.Pipe)
+		if _, werr := w.Write(first[:n]); werr != nil {
+			return
+		}
+	}
+	if err == nil {
+		_, _ = io.Copy(w, res.Body)
+	}
 }

@@ -155,6 +155,18 @@ func bodyWriter(w http.ResponseWriter) io.Writer {
 	}
 }
 
+// nullBody reports whether body is syumai's reader of a null stream, such
+// as fetch gives for an answer without content (a redirect's): reading it
+// panics.
+func nullBody(body io.Reader) bool {
+	raw, ok := body.(rawBody)
+	if !ok {
+		return false
+	}
+	s := raw.GetRawJSBody()
+	return s.IsNull() || s.IsUndefined()
+}
+
 // rawBody is what syumai's request bodies offer besides io.Reader: the JS
 // stream they read from.
 type rawBody interface{ GetRawJSBody() js.Value }

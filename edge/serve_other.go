@@ -18,3 +18,6 @@ func serve() {
 
 // bodyWriter is w: outside js/wasm no writer takes a JavaScript stream.
 func bodyWriter(w http.ResponseWriter) io.Writer { return w }
+
+// nullBody is false: outside js/wasm no body is a JavaScript null.
+func nullBody(io.Reader) bool { return false }

@@ -785,6 +785,9 @@ type echo struct {
 func duplexOrigin(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.EnableFullDuplex()
+	// Typed: an untyped answer waits for its first bytes, to be sniffed
+	// (TestWorkerdUntypedAnswer), which this origin sends only at the end.
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
 	b, err := io.ReadAll(r.Body)
@@ -797,6 +800,17 @@ func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 	switch strings.TrimPrefix(r.URL.Path, originPath) {
 	case "ws":
 		wsOrigin(w, r)
+	case "untyped": // no Content-Type, as Node's http and Express send by default
+		h["Content-Type"] = nil
+		switch q.Get("as") {
+		case "big":
+			_, _ = w.Write(bigBody())
+		case "gzip":
+			h.Set("Content-Encoding", "gzip")
+			_, _ = w.Write(gzipped("untyped"))
+		default:
+			_, _ = io.WriteString(w, untypedPage)
+		}
 	case "cookies":
 		h["Set-Cookie"] = slices.Clone(originCookies)
 		_, _ = io.WriteString(w, "cookies")
@@ -1017,6 +1031,45 @@ func TestWorkerdLargeBodies(t *testing.T) {
 			}
 			if got.ContentLength >= 0 && got.ContentLength != int64(got.Length) {
 				t.Errorf("the origin got Content-Length %d with %d bytes", got.ContentLength, got.Length)
+			}
+		})
+	}
+}
+
+// untypedPage is what the test origin answers without a Content-Type.
+const untypedPage = "<!DOCTYPE html><html><body>caf\u00e9</body></html>"
+
+// TestWorkerdUntypedAnswer: an origin's answer without Content-Type gets
+// the type its first bytes show, as net/http's server gives it on the
+// local server (and the Lambda's adapter since 3a80515), unless it is
+// encoded. The Worker sent it without one: a browser guessed the charset
+// of a UTF-8 page (mojibake), a client choosing its decoder by type found
+// none.
+func TestWorkerdUntypedAnswer(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	for _, tc := range []struct {
+		name, as, accept string
+		wantType         string
+		wantBody         []byte
+	}{
+		{"html", "", "", "text/html; charset=utf-8", []byte(untypedPage)},
+		{"2 MiB of bytes", "big", "", "application/octet-stream", bigBody()},
+		{"encoded", "gzip", "gzip", "", gzipped("untyped")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", w.URL+originPath+"untyped?as="+tc.as, nil)
+			req.Header.Set("X-API-Key", steadyKey)
+			if tc.accept != "" {
+				req.Header.Set("Accept-Encoding", tc.accept)
+			}
+			res, body := send(t, client, req)
+			if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != tc.wantType || !bytes.Equal(body, tc.wantBody) {
+				t.Errorf("%s, Content-Type %q, %d bytes (equal %t); want 200, %q and the origin's %d bytes",
+					res.Status, res.Header.Get("Content-Type"), len(body), bytes.Equal(body, tc.wantBody), tc.wantType, len(tc.wantBody))
+			}
+			if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(body)) {
+				t.Errorf("Content-Length %s for %d bytes", cl, len(body))
 			}
 		})
 	}
