@@ -51,8 +51,10 @@ type Config struct {
 	// IPLimits apply to the client IP before the plan limits, to every
 	// request, with or without an API key. Empty means none.
 	IPLimits []Limit `json:"ip_limits"`
-	// Costs weigh requests by route; the first matching entry wins. A
-	// request that matches none costs 1.
+	// Costs weigh requests by route; the first matching entry wins, so an
+	// entry that an earlier one matches first for every request (a prefix
+	// of its prefix, for its method too) is refused. A request that
+	// matches none costs 1.
 	Costs []Cost `json:"costs"`
 	// CountDenied counts the cost of denied requests too, so that a client
 	// that keeps retrying stays blocked.

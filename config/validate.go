@@ -114,6 +114,11 @@ func (c *Config) Validate() error {
 		if !cleanPrefix(r.PathPrefix) {
 			return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "can never match: request paths are matched decoded and cleaned, so a prefix must not contain //, /./, /../, %%, ? or #, nor end in /. or /..")}
 		}
+		for k, e := range c.Costs[:i] {
+			if shadows(e, r) {
+				return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "can never match: costs[%d] (%s %q) comes first and matches every request this entry does (the first match wins): put the entry of the longer prefix first", k, methodOrAny(e.Method), e.PathPrefix)}
+			}
+		}
 		if r.Cost < 1 {
 			return &FieldError{Field: path + ".cost", Value: num(r.Cost), Err: because(ErrRange, "must be at least 1")}
 		}
@@ -321,6 +326,22 @@ func cleanPrefix(p string) bool {
 		}
 	}
 	return !strings.HasSuffix(p, "/.") && !strings.HasSuffix(p, "/..")
+}
+
+// shadows reports whether the route e, listed before r, matches every
+// request r matches, so that r is never the first match: its prefix starts
+// r's, and it takes every method r takes (any, the same, or GET for HEAD).
+func shadows(e, r Cost) bool {
+	return strings.HasPrefix(r.PathPrefix, e.PathPrefix) &&
+		(e.Method == "" || e.Method == r.Method || e.Method == "GET" && r.Method == "HEAD")
+}
+
+// methodOrAny names a route's method in an error.
+func methodOrAny(m string) string {
+	if m == "" {
+		return "every method"
+	}
+	return m
 }
 
 // fmtHours formats d in whole hours, as it may be written in a window.

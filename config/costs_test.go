@@ -1,0 +1,46 @@
+package config
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestCostShadowed: a costs entry that an earlier one matches first for
+// every request it matches (a prefix of its prefix, for every method, its
+// own, or GET for its HEAD) can never apply: the first match wins, so
+// POST /v1/search under [{"/v1/", 2}, {POST "/v1/search", 5}] cost 2, not
+// the 5 the operator wrote. It is refused, naming both; an order in which
+// each entry can still be first is taken.
+func TestCostShadowed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		costs string
+		field string // "" means valid
+	}{
+		{"shorter prefix for every method first", `[{"path_prefix": "/v1/", "cost": 2}, {"method": "POST", "path_prefix": "/v1/search", "cost": 5}]`, "costs[1].path_prefix"},
+		{"same prefix twice", `[{"path_prefix": "/v1/search", "cost": 2}, {"path_prefix": "/v1/search", "cost": 5}]`, "costs[1].path_prefix"},
+		{"root first", `[{"path_prefix": "/", "cost": 2}, {"path_prefix": "/v1", "cost": 5}]`, "costs[1].path_prefix"},
+		{"same method, shorter prefix first", `[{"method": "POST", "path_prefix": "/v1", "cost": 2}, {"method": "POST", "path_prefix": "/v1/search", "cost": 5}]`, "costs[1].path_prefix"},
+		{"GET first takes HEAD", `[{"method": "GET", "path_prefix": "/v1", "cost": 2}, {"method": "HEAD", "path_prefix": "/v1/x", "cost": 5}]`, "costs[1].path_prefix"},
+		{"shadowed after a valid one", `[{"method": "POST", "path_prefix": "/v2", "cost": 2}, {"path_prefix": "/v1", "cost": 2}, {"method": "GET", "path_prefix": "/v1/a", "cost": 5}]`, "costs[2].path_prefix"},
+		{"longer prefix first", `[{"method": "POST", "path_prefix": "/v1/search", "cost": 5}, {"path_prefix": "/v1/", "cost": 2}]`, ""},
+		{"another method first", `[{"method": "GET", "path_prefix": "/v1", "cost": 2}, {"method": "POST", "path_prefix": "/v1/search", "cost": 5}]`, ""},
+		{"HEAD first leaves GET", `[{"method": "HEAD", "path_prefix": "/v1", "cost": 2}, {"method": "GET", "path_prefix": "/v1/x", "cost": 5}]`, ""},
+		{"a method first leaves every method", `[{"method": "POST", "path_prefix": "/v1", "cost": 2}, {"path_prefix": "/v1/x", "cost": 5}]`, ""},
+		{"not a prefix as a string", `[{"path_prefix": "/v1/search/", "cost": 2}, {"path_prefix": "/v1/search", "cost": 5}]`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(`{"costs": ` + tc.costs + `}`))
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Parse: %v; want it valid", err)
+				}
+				return
+			}
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, ErrValue) {
+				t.Fatalf("Parse error %v; want an ErrValue naming %s", err, tc.field)
+			}
+		})
+	}
+}
