@@ -535,7 +535,7 @@ func (p *proxy) target(r *http.Request) *url.URL {
 // subrequest's stream that was still pending then and the Worker's drain
 // take turns (mu): syumai's reader allows one read at a time. In the
 // Worker, fetch gets the client's own stream while nothing has read from
-// it (bodyFetch, for its length), which the runtime then owns: drain's
+// it (jsFetch, for its length), which the runtime then owns: drain's
 // read of it fails, and is given up.
 type requestBody struct {
 	rc   io.ReadCloser

@@ -156,7 +156,7 @@ func bodyWriter(w http.ResponseWriter) io.Writer {
 }
 
 // nullBody reports whether body is syumai's reader of a null stream, such
-// as fetch gives for an answer without content (a redirect's): reading it
+// as fetch gives for some answers without content (noBody): reading it
 // panics.
 func nullBody(body io.Reader) bool {
 	raw, ok := body.(rawBody)
