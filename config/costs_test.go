@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
@@ -42,5 +44,41 @@ func TestCostShadowed(t *testing.T) {
 				t.Fatalf("Parse error %v; want an ErrValue naming %s", err, tc.field)
 			}
 		})
+	}
+}
+
+// TestFirstCoversAgreesWithPairs: firstCovers, which sorts, finds for
+// every route the first route that covers it, as comparing every pair
+// does, on random routes over a few methods and short prefixes (many
+// prefixes of one another, many equal).
+func TestFirstCoversAgreesWithPairs(t *testing.T) {
+	covers := func(e, r Cost) bool {
+		return strings.HasPrefix(r.PathPrefix, e.PathPrefix) &&
+			(e.Method == "" || e.Method == r.Method || e.Method == "GET" && r.Method == "HEAD")
+	}
+	methods := []string{"", "GET", "HEAD", "POST"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 2000 {
+		costs := make([]Cost, 1+rng.IntN(12))
+		for i := range costs {
+			p := "/"
+			for range rng.IntN(4) {
+				p += string("ab/"[rng.IntN(3)])
+			}
+			costs[i] = Cost{Method: methods[rng.IntN(len(methods))], PathPrefix: p, Cost: 1}
+		}
+		got := firstCovers(costs)
+		for i, r := range costs {
+			want := i
+			for k, e := range costs[:i] {
+				if covers(e, r) {
+					want = k
+					break
+				}
+			}
+			if got[i] != want {
+				t.Fatalf("round %d: routes %+v: first cover of %d = %d, want %d", round, costs, i, got[i], want)
+			}
+		}
 	}
 }
