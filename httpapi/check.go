@@ -157,7 +157,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	switch {
 	case given == "":
 		return req, &fieldError{"key", "is required"}
-	case len(given) > maxKeyLen:
+	case len(req.Key) > maxKeyLen:
 		return req, &fieldError{"key", fmt.Sprintf("longer than %d bytes", maxKeyLen)}
 	case req.Key == "":
 		return req, &fieldError{"key", "is only white space, which is no key"}

@@ -29,6 +29,7 @@ func TestCheckKeyIsThePreFiltersIdentity(t *testing.T) {
 		{"a line read from a file", "X-API-Key", proKey, 10, proKey + "\r\n"},
 		{"scheme in another case", "Authorization", bearer, 3, "BEARER  unlisted-abc"},
 		{"space before a scheme", "Authorization", bearer, 3, " " + bearer},
+		{"a key of the bound, a space after", "X-API-Key", strings.Repeat("k", maxKeyLen), 3, strings.Repeat("k", maxKeyLen) + " "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, testConfig(t, nil), nil)
