@@ -368,3 +368,16 @@ func TestWranglerConfigParses(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeErrorExample: the error the Configuration section quotes is
+// the one Parse gives for that value.
+func TestReadmeErrorExample(t *testing.T) {
+	const quoted = "`config: plans.free.limits[1].window: \"0s\": must be at least 1s`"
+	if !strings.Contains(strings.Join(readmeSection(t, "## Configuration"), "\n"), quoted) {
+		t.Fatalf("README's Configuration section no longer quotes %s", quoted)
+	}
+	_, err := Parse([]byte(`{"plans": {"free": {"limits": [{"name": "minute", "limit": 60, "window": "1m"}, {"name": "day", "limit": 10000, "window": "0s"}]}}}`))
+	if err == nil || "`"+err.Error()+"`" != quoted {
+		t.Errorf("Parse error %v, README quotes %s", err, quoted)
+	}
+}
