@@ -3,6 +3,9 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -379,5 +382,60 @@ func TestReadmeErrorExample(t *testing.T) {
 	_, err := Parse([]byte(`{"plans": {"free": {"limits": [{"name": "minute", "limit": 60, "window": "1m"}, {"name": "day", "limit": 10000, "window": "0s"}]}}}`))
 	if err == nil || "`"+err.Error()+"`" != quoted {
 		t.Errorf("Parse error %v, README quotes %s", err, quoted)
+	}
+}
+
+// stringConsts returns the string constants declared in a Go file.
+func stringConsts(t *testing.T, file string) map[string]string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, s := range g.Specs {
+			vs := s.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if i < len(vs.Values) {
+					if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						out[name.Name], _ = strconv.Unquote(lit.Value)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestWranglerNamesWhatEdgeReads: wrangler.toml sets, in [vars], the
+// variables the Worker reads (edge/app.go), and binds its KV namespace
+// under the name the Worker asks for: a renamed variable would leave the
+// Worker on the default plans, or without an origin, with wrangler deploy
+// succeeding.
+func TestWranglerNamesWhatEdgeReads(t *testing.T) {
+	names := stringConsts(t, "../edge/app.go")
+	toml, err := os.ReadFile("../wrangler.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, vars, ok := strings.Cut(string(toml), "\n[vars]\n")
+	if !ok {
+		t.Fatal("wrangler.toml has no [vars]")
+	}
+	if i := strings.Index(vars, "\n["); i >= 0 {
+		vars = vars[:i]
+	}
+	for _, c := range []string{"varConfig", "varOrigin"} {
+		if names[c] == "" || !strings.Contains(vars, "\n"+names[c]+" = ") {
+			t.Errorf("wrangler.toml's [vars] does not set %s (%q), which the Worker reads", c, names[c])
+		}
+	}
+	if b := names["kvBinding"]; b == "" || !strings.Contains(string(toml), "\n[[kv_namespaces]]\nbinding = \""+b+"\"\n") {
+		t.Errorf("wrangler.toml binds no KV namespace as %q, which the Worker reads", b)
 	}
 }
