@@ -264,7 +264,14 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusUnauthorized, "POST /v1/check needs Authorization: Bearer <check_token>", nil)
 		return
 	}
-	req, ferr := decodeCheck(http.MaxBytesReader(w, r.Body, MaxCheckBody+1))
+	body := r.Body
+	if body == nil {
+		// A request built in Go and handed to the Handler (a client's
+		// request has no Body without a body): MaxBytesReader would
+		// panic on it.
+		body = http.NoBody
+	}
+	req, ferr := decodeCheck(http.MaxBytesReader(w, body, MaxCheckBody+1))
 	if ferr != nil {
 		writeProblem(w, http.StatusBadRequest, ferr.Error(), []invalidParam{{Name: ferr.field, Reason: ferr.reason}})
 		return
