@@ -47,7 +47,7 @@ func TestCostShadowed(t *testing.T) {
 	}
 }
 
-// TestFirstCoversAgreesWithPairs: firstCovers, which sorts, finds for
+// TestFirstCoversAgreesWithPairs: firstCovers, which looks prefixes up, finds for
 // every route the first route that covers it, as comparing every pair
 // does, on random routes over a few methods and short prefixes (many
 // prefixes of one another, many equal).
