@@ -16,6 +16,13 @@ import (
 )
 
 func main() {
+	// A write to a standard output or error nobody reads any more fails
+	// (EPIPE) instead of ending the process: Ctrl-C on
+	// `slidegate serve 2>&1 | tee serve.log` ends tee too, and serve died
+	// by SIGPIPE at its "shutting down" line, cutting the requests it was
+	// to drain. A server is not ended by its log's reader either, as
+	// systemd's IgnoreSIGPIPE and nginx have it.
+	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signalContext()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

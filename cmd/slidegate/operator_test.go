@@ -631,6 +631,22 @@ func holdingOrigin(t *testing.T) (o *httptest.Server, arrived chan string, relea
 	return o, arrived, release
 }
 
+// awaitRefused waits (bounded) until addr refuses new connections.
+func awaitRefused(t *testing.T, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return
+		}
+		conn.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("new connections still accepted during the shutdown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // awaitArrival waits (bounded) until the origin has a request.
 func awaitArrival(t *testing.T, arrived chan string) {
 	t.Helper()
@@ -660,17 +676,7 @@ func TestServeGracefulShutdown(t *testing.T) {
 	c.signal(t, syscall.SIGTERM)
 	c.waitOutput(t, "shutting down")
 	// The listener closes as shutdown begins.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			break
-		}
-		conn.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("new connections still accepted during the shutdown")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitRefused(t, addr)
 	if n, err := idle.r.Read(make([]byte, 1)); err != io.EOF {
 		t.Errorf("idle kept-alive connection: read %d bytes, %v; want EOF", n, err)
 	}
