@@ -2,6 +2,9 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -71,5 +74,67 @@ func TestServeShutdownOutputGone(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("serve did not exit")
+	}
+}
+
+// deadEndpoint is a TCP listener on 127.0.0.1 that takes connections and
+// never answers, as a frozen DynamoDB endpoint does; it returns its URL.
+func deadEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns := make(chan net.Conn, 64)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			select {
+			case conns <- c:
+			default:
+				c.Close()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		for {
+			select {
+			case c := <-conns:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestServeCreateTableBounded: serve --create-table against an endpoint
+// that never answers stops with an error naming --create-table and the
+// table, as the table check does for serve without it. It waited for
+// ever, printing nothing, until it was killed.
+func TestServeCreateTableBounded(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "") // loopback: NewClient's local credentials
+	defer func(d time.Duration) { tableCreateTimeout = d }(tableCreateTimeout)
+	tableCreateTimeout = 100 * time.Millisecond
+	endpoint := deadEndpoint(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--store", "dynamodb", "--table", "slidegate-new",
+			"--endpoint", endpoint, "--create-table"}, io.Discard, io.Discard)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "--create-table") || !strings.Contains(err.Error(), `"slidegate-new"`) {
+			t.Errorf("serve = %v, want an error naming --create-table and the table", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve --create-table still waiting on an endpoint that never answers")
 	}
 }

@@ -479,7 +479,7 @@ func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.S
 			return nil, err
 		}
 		if f.createTable {
-			if err := dynamostore.CreateTable(ctx, client, f.table); err != nil {
+			if err := createTable(ctx, client, f.table); err != nil {
 				return nil, err
 			}
 		}
@@ -493,6 +493,25 @@ func openStore(ctx context.Context, f serveFlags, cfg *config.Config) (kvstore.S
 
 // tableCheckTimeout bounds serve's first read of its DynamoDB table.
 const tableCheckTimeout = 10 * time.Second
+
+// tableCreateTimeout bounds serve --create-table: creating the table,
+// waiting until it is active (seconds on AWS) and turning its TTL on. A
+// variable, for the tests.
+var tableCreateTimeout = 2 * time.Minute
+
+// createTable creates table within tableCreateTimeout. Unbounded, an
+// endpoint that takes the connection and never answers (a frozen
+// dynalite, another program's port) held serve at start for ever, without
+// a word, where the table check gives up after tableCheckTimeout.
+func createTable(ctx context.Context, client dynamostore.TableAPI, table string) error {
+	cctx, cancel := context.WithTimeout(ctx, tableCreateTimeout)
+	defer cancel()
+	err := dynamostore.CreateTable(cctx, client, table)
+	if err != nil && ctx.Err() == nil && cctx.Err() != nil {
+		return fmt.Errorf("--create-table: table %q not ready within %s: %w", table, tableCreateTimeout, err)
+	}
+	return err
+}
 
 // checkTable reads a key no identity has, so that a table serve cannot use
 // (a mistyped --table, no region, no credentials) stops it at start: it
