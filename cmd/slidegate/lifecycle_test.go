@@ -3,10 +3,15 @@ package main
 import (
 	"bufio"
 	"context"
+	"hash/crc32"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -136,5 +141,68 @@ func TestServeCreateTableBounded(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve --create-table still waiting on an endpoint that never answers")
+	}
+}
+
+// slowDynamoDB is a DynamoDB endpoint on 127.0.0.1 that answers reads (the
+// table check) with no item and holds every write until its client gives
+// up; it returns its URL.
+func slowDynamoDB(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") {
+			<-r.Context().Done()
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte("{}"))), 10))
+		_, _ = io.WriteString(w, "{}")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestServeSlowStoreOutlastsClientTimeout: --client-timeout bounds the
+// client's silences, not the time slidegate takes to decide. With a
+// store_timeout longer than it, a store that does not answer still gets
+// the client its answer per on_store_error (the 503 under deny, the check
+// API's store_error under allow), marked Slidegate-Store. The answer was
+// lost instead: the write deadline was set when the request came, and
+// had passed when the answer went out, so the client saw its connection
+// closed.
+func TestServeSlowStoreOutlastsClientTimeout(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "") // loopback: NewClient's local credentials
+	endpoint := slowDynamoDB(t)
+	origin := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(origin.Close)
+	tests := []struct {
+		policy, request, method string
+		status                  int
+		mark                    string
+	}{
+		{"deny", "GET /x HTTP/1.1\r\nHost: front.test\r\n\r\n", "GET", http.StatusServiceUnavailable, "error-denied"},
+		{"allow", "POST /v1/check HTTP/1.1\r\nHost: front.test\r\nContent-Length: 11\r\n\r\n{\"key\":\"k\"}", "POST", http.StatusOK, "error-allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.policy, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "config.json")
+			doc := `{"store_timeout": "300ms", "on_store_error": "` + tt.policy + `"}`
+			if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			base, _ := serveInProcess(t, "--config", cfg, "--origin", origin.URL, "--client-timeout", "100ms",
+				"--store", "dynamodb", "--table", "t", "--endpoint", endpoint)
+			w := dial(t, strings.TrimPrefix(base, "http://"))
+			w.send(tt.request)
+			res, err := http.ReadResponse(w.r, &http.Request{Method: tt.method})
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.status || res.Header.Get("Slidegate-Store") != tt.mark {
+				t.Errorf("answer %d, Slidegate-Store %q; want %d, %q", res.StatusCode, res.Header.Get("Slidegate-Store"), tt.status, tt.mark)
+			}
+		})
 	}
 }

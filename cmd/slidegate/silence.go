@@ -35,11 +35,17 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rc := http.NewResponseController(w)
-		// The answers the handler writes at once (a 429, the check API's)
-		// go out when it returns; the server clears the deadline then.
-		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		// The answers the handler writes itself (a 429, a 503, the check
+		// API's) are buffered and go out when it returns: d from then,
+		// set below (the server clears the deadline after them). Set when
+		// the request came, it counted slidegate's own wait for the store
+		// as the client's, and an answer decided after d (a store_timeout
+		// longer than it, a refund after a check) was lost: the client
+		// saw its connection closed. An upgraded connection is closed by
+		// the time the proxy returns: a deadline on it does nothing.
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
+			_ = rc.SetWriteDeadline(time.Now().Add(d))
 			return
 		}
 		// Also bounds the server's own read of a body the handler left.
@@ -53,7 +59,7 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 			w.Header().Get("Connection") != "close" {
 			// A body nobody read (a refused request's): the server reads
 			// what is left of it (up to 256 KiB) before it answers, at
-			// the deadline set above, so a client still uploading in
+			// the read deadline set above, so a client still uploading in
 			// time lost its 429. Read here, the deadline moves with each
 			// part; the answer then has d to go out. The server reads
 			// none, and neither does this, of a body announced at
@@ -61,8 +67,8 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 			// Continue, or when the answer closes the connection
 			// (fullDuplex's, to a request the origin did not read).
 			_, _ = io.CopyN(io.Discard, b, maxUnreadBody+1)
-			_ = rc.SetWriteDeadline(time.Now().Add(d))
 		}
+		_ = rc.SetWriteDeadline(time.Now().Add(d))
 	})
 }
 
