@@ -45,6 +45,7 @@ type runtimeAPI struct {
 type invocation struct {
 	id    string
 	event []byte
+	left  time.Duration // until the invocation's deadline
 }
 
 // outcome is what the function posted for one invocation.
@@ -66,7 +67,7 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 		case inv := <-rt.next:
 			h := w.Header()
 			h.Set("Lambda-Runtime-Aws-Request-Id", inv.id)
-			h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(30*time.Second).UnixMilli(), 10))
+			h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(inv.left).UnixMilli(), 10))
 			h.Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:slidegate")
 			h.Set("Lambda-Runtime-Trace-Id", "Root=1-67a0c0de-0123456789abcdef01234567;Sampled=0")
 			h.Set("Content-Type", "application/json")
@@ -109,6 +110,13 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 // fail the test.
 func (rt *runtimeAPI) invoke(t *testing.T, event []byte, exited <-chan struct{}) events.LambdaFunctionURLResponse {
 	t.Helper()
+	return rt.invokeWithin(t, event, exited, 30*time.Second)
+}
+
+// invokeWithin is invoke for an invocation whose deadline is left from
+// the moment the function takes it.
+func (rt *runtimeAPI) invokeWithin(t *testing.T, event []byte, exited <-chan struct{}, left time.Duration) events.LambdaFunctionURLResponse {
+	t.Helper()
 	rt.mu.Lock()
 	rt.seq++
 	id := fmt.Sprintf("req-%04d", rt.seq)
@@ -117,7 +125,7 @@ func (rt *runtimeAPI) invoke(t *testing.T, event []byte, exited <-chan struct{})
 	rt.mu.Unlock()
 	timeout := time.After(20 * time.Second)
 	select {
-	case rt.next <- invocation{id: id, event: event}:
+	case rt.next <- invocation{id: id, event: event, left: left}:
 	case msg := <-rt.initErr:
 		t.Fatalf("init error: %s", msg)
 	case <-exited:
@@ -161,6 +169,42 @@ func buildBootstrap(t *testing.T) string {
 		t.Logf("bootstrap for the host: %.1f MB", float64(fi.Size())/1e6)
 	}
 	return bin
+}
+
+// startBootstrap runs bin as Lambda runs it, against rt, with DynamoDB at
+// endpoint and env (NAME=value) added to its environment; it returns a
+// channel closed when the process has exited. The test's end kills it and
+// shows its output if the test failed.
+func startBootstrap(t *testing.T, bin string, rt *runtimeAPI, endpoint string, env ...string) <-chan struct{} {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append([]string{
+		"HOME=" + t.TempDir(),
+		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(rt.srv.URL, "http://"),
+		"AWS_LAMBDA_FUNCTION_NAME=slidegate",
+		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
+		"AWS_REGION=eu-west-1",
+		"AWS_ACCESS_KEY_ID=local",
+		"AWS_SECRET_ACCESS_KEY=local",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_ENDPOINT_URL_DYNAMODB=" + endpoint,
+	}, env...)
+	var out testenv.Buffer
+	cmd.Stderr = &out
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("bootstrap output:\n%s", out.String())
+		}
+	})
+	return exited
 }
 
 // withSourceIP returns a fixture whose requestContext.http.sourceIp is ip.
@@ -220,37 +264,8 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	const storeTimeout = time.Second
 	// bootstrap reads the real clock: a window whose bucket outlasts the run.
 	cfg := fmt.Sprintf(`{"plans": {"free": {"limits": [{"name": "day", "limit": 3, "window": %q}]}}, "store_timeout": "1s", "on_store_error": "allow"}`, testenv.FarWindow(time.Now()))
-	cmd := exec.Command(bin)
-	cmd.Env = []string{
-		"HOME=" + t.TempDir(),
-		"AWS_LAMBDA_RUNTIME_API=" + strings.TrimPrefix(rt.srv.URL, "http://"),
-		"AWS_LAMBDA_FUNCTION_NAME=slidegate",
-		"AWS_LAMBDA_FUNCTION_MEMORY_SIZE=128",
-		"AWS_REGION=eu-west-1",
-		"AWS_ACCESS_KEY_ID=local",
-		"AWS_SECRET_ACCESS_KEY=local",
-		"AWS_EC2_METADATA_DISABLED=true",
-		"AWS_ENDPOINT_URL_DYNAMODB=" + db.Endpoint,
-		EnvTable + "=" + table,
-		EnvConfig + "=" + cfg,
-		EnvOrigin + "=" + origin.URL,
-	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-		if t.Failed() {
-			t.Logf("bootstrap output:\n%s", stderr.String())
-		}
-	})
+	exited := startBootstrap(t, bin, rt, db.Endpoint, EnvTable+"="+table, EnvConfig+"="+cfg, EnvOrigin+"="+origin.URL)
 
 	fixture := func(name string) []byte {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
