@@ -367,7 +367,7 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		// A timer per request is a measurable share of the pre-filter's
 		// cost; the in-memory store never waits, so it goes without.
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, h.timeout)
+		ctx, cancel = storeContext(ctx, h.timeout)
 		defer cancel()
 	}
 	if len(ipRules) > 0 {
@@ -425,6 +425,20 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	if ipN > 0 && !v.deciding.Allowed {
 		h.settleIP(ctx, now, ipAt, ipID, ipRules, cost, v)
 	}
+}
+
+// storeContext returns the context of a request's limiter calls on a
+// remote store: bounded by timeout (store_timeout) and by ctx's deadline (a
+// Lambda invocation's), but not cancelled with ctx. A client that hung up
+// while its write was in flight cut the write mid-flight, which the store
+// may have applied all the same, and its leaving was logged as a store
+// error (a WARN "context canceled"); the proxy still sees it gone.
+func storeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
+		return context.WithDeadline(base, d)
+	}
+	return context.WithTimeout(base, timeout)
 }
 
 // planAfterIPError decides by the plan's rules a request whose ip rules
