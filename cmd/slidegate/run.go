@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
 	"slices"
@@ -122,10 +123,11 @@ func loadConfig(path string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// hashKey prints the api_keys hash of a key. A key that no request can
-// carry in a header as it is (white space around it, which HTTP drops, or
-// a control character, which servers refuse) is hashed all the same, as
-// the check API may send it, with a warning on stderr.
+// hashKey prints the api_keys hash of a key as the pre-filter and the
+// check API count it: without the white space around it, with a warning
+// on stderr. A key with a control character, which no header can carry
+// (servers refuse it), is hashed all the same, as the check API may send
+// it, with a warning.
 func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
 		return fmt.Errorf("%w: hash-key takes one KEY\n%s", errUsage, usage)
@@ -146,9 +148,17 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if key == "" {
 		return fmt.Errorf("%w: empty KEY", errUsage)
 	}
-	if strings.Trim(key, " \t") != key { // what HTTP drops: not Unicode spaces
-		fmt.Fprintln(stderr, "slidegate: warning: KEY begins or ends with white space, which HTTP drops from a header: only the check API can send this key as it is")
-	} else if strings.ContainsFunc(key, isControl) {
+	// White space around a key is not the key's: the pre-filter drops it
+	// on every platform and so does the check API (what HTTP drops: not
+	// Unicode spaces). Hashed with it, the entry matched no request.
+	if trimmed := textproto.TrimString(key); trimmed != key {
+		if trimmed == "" {
+			return fmt.Errorf("%w: KEY is only white space, which is no key", errUsage)
+		}
+		key = trimmed
+		fmt.Fprintln(stderr, "slidegate: warning: the white space around KEY is not the key's (every platform and the check API drop it): hashed without it")
+	}
+	if strings.ContainsFunc(key, isControl) {
 		fmt.Fprintln(stderr, "slidegate: warning: KEY holds a control character, which a header value cannot: only the check API can send this key")
 	}
 	fmt.Fprintln(stdout, httpapi.HashKey(key))
