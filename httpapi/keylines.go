@@ -4,6 +4,7 @@ package httpapi
 
 import (
 	"net/http"
+	"net/textproto"
 	"strings"
 )
 
@@ -16,6 +17,11 @@ import (
 //     served the key of that line, while the pre-filter counted the lines
 //     together: a fresh identity for every made-up line sent after a
 //     used-up key.
+//   - A key header goes on without the white space around it, which
+//     apiKey did not count: Go's HTTP/1.1 transport trims a value as it
+//     writes it, but its HTTP/2 transport (an https origin's that offers
+//     h2) sends it as it is, and on the Lambda, which adds the event's
+//     values as they are, the origin got " <key>" for the key counted.
 //   - A key header the Connection field names is dropped, as the proxies
 //     drop it: apiKey took it for no key, and an origin in this process
 //     (Next a handler, no proxy between) served it.
@@ -31,7 +37,9 @@ func (h *Handler) keyLines(hd http.Header) {
 		case len(conn) > 0 && listed(conn, kh):
 			delete(hd, kh)
 		case len(vs) > 1:
-			hd[kh] = []string{strings.Join(vs, ",")}
+			hd[kh] = []string{textproto.TrimString(strings.Join(vs, ","))}
+		case len(vs) == 1 && textproto.TrimString(vs[0]) != vs[0]:
+			hd[kh] = []string{textproto.TrimString(vs[0])}
 		}
 	}
 }
