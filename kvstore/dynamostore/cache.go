@@ -1,6 +1,7 @@
 package dynamostore
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"slices"
@@ -264,14 +265,19 @@ func parseAttr(a string) (cell, bool) {
 	return cell{attr: a, name: a[:i], length: d, bucket: b}, true
 }
 
+// parseNumber reads the number attribute a, v, saturated to int64.
 func parseNumber(a string, v types.AttributeValue) (int64, error) {
 	n, ok := v.(*types.AttributeValueMemberN)
 	if !ok {
 		return 0, fmt.Errorf("%w: attribute %q is not a number", ErrItem, a)
 	}
 	x, err := strconv.ParseInt(n.Value, 10, 64)
-	if err != nil {
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
 		return 0, fmt.Errorf("%w: attribute %q: %v", ErrItem, a, err)
 	}
+	// Beyond int64, x is the bound nearer it: a count stops at
+	// math.MaxInt64, as the memory store's does. DynamoDB adds without a
+	// bound (count_denied's adds racing near the top took a counter past
+	// it), and the item failed every read, a store error, until it expired.
 	return x, nil
 }
