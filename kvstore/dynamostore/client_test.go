@@ -168,8 +168,13 @@ func TestNewClientKeepsConnections(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if dialed != burst {
-				t.Errorf("%d connections for %d bursts of %d requests, want %d", dialed, bursts, burst, burst)
+			// A few more than one burst's: the transport puts a
+			// connection back after its caller has read the answer, and
+			// the next burst may dial before it is back (41 in one run
+			// of eight on two busy cores). The SDK's 10 per host dialed
+			// 30 more per burst.
+			if dialed < burst || dialed > burst+burst/8 {
+				t.Errorf("%d connections for %d bursts of %d requests, want %d (%d at most)", dialed, bursts, burst, burst, burst+burst/8)
 			}
 		})
 	}
