@@ -99,8 +99,18 @@ func checkConfig(args []string, stdout io.Writer) error {
 		plans = append(plans, name)
 	}
 	slices.Sort(plans)
-	fmt.Fprintf(stdout, "%s: ok: plans %s (default %s), %d API keys, %d IP limits, %d route costs, on_store_error %s, store_timeout %s, shadow %t\n",
+	_, err = fmt.Fprintf(stdout, "%s: ok: plans %s (default %s), %d API keys, %d IP limits, %d route costs, on_store_error %s, store_timeout %s, shadow %t\n",
 		args[0], strings.Join(plans, ", "), cfg.DefaultPlan, len(cfg.APIKeys), len(cfg.IPLimits), len(cfg.Costs), cfg.OnStoreError, cfg.StoreTimeout, cfg.Shadow)
+	return written(err)
+}
+
+// written is the error of a command's output, its whole point: with
+// SIGPIPE ignored, an output nobody reads fails the write instead of
+// ending the process, and the command must fail too (it exited 0).
+func written(err error) error {
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
 	return nil
 }
 
@@ -161,8 +171,8 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if strings.ContainsFunc(key, isControl) {
 		fmt.Fprintln(stderr, "slidegate: warning: KEY holds a control character, which a header value cannot: only the check API can send this key")
 	}
-	fmt.Fprintln(stdout, httpapi.HashKey(key))
-	return nil
+	_, err := fmt.Fprintln(stdout, httpapi.HashKey(key))
+	return written(err)
 }
 
 // maxHeaderBytes is the most a request's header may hold in serve, so
