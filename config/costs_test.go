@@ -82,3 +82,25 @@ func TestFirstCoversAgreesWithPairs(t *testing.T) {
 		}
 	}
 }
+
+// TestCostShadowedSaysHow: the error of a covered costs entry says how to
+// make it apply. "Put the entry of the longer prefix first" was its advice
+// for every case, wrong where both entries have one prefix: an entry for
+// every method, then a POST one, of "/v1/" (the POST entry goes first),
+// GET then HEAD (HEAD first), or one route written twice.
+func TestCostShadowedSaysHow(t *testing.T) {
+	for _, tc := range []struct{ name, costs, says string }{
+		{"longer prefix", `[{"path_prefix": "/v1/", "cost": 2}, {"method": "POST", "path_prefix": "/v1/search", "cost": 5}]`, "put the entry of the longer prefix first"},
+		{"one prefix, every method first", `[{"path_prefix": "/v1/", "cost": 2}, {"method": "POST", "path_prefix": "/v1/", "cost": 5}]`, "put the POST entry first"},
+		{"one prefix, GET first", `[{"method": "GET", "path_prefix": "/v1/", "cost": 2}, {"method": "HEAD", "path_prefix": "/v1/", "cost": 5}]`, "put the HEAD entry first"},
+		{"one route twice", `[{"method": "POST", "path_prefix": "/v1/", "cost": 2}, {"method": "POST", "path_prefix": "/v1/", "cost": 5}]`, "the same route twice: remove one"},
+		{"one route twice, every method", `[{"path_prefix": "/v1/", "cost": 2}, {"path_prefix": "/v1/", "cost": 5}]`, "the same route twice: remove one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(`{"costs": ` + tc.costs + `}`))
+			if err == nil || !strings.HasSuffix(err.Error(), tc.says) {
+				t.Errorf("Parse error %v; want it to end %q", err, tc.says)
+			}
+		})
+	}
+}

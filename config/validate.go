@@ -117,7 +117,7 @@ func (c *Config) Validate() error {
 		}
 		if k := covers[i]; k < i {
 			e := c.Costs[k]
-			return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "can never match: costs[%d] (%s %q) comes first and matches every request this entry does (the first match wins): put the entry of the longer prefix first", k, methodOrAny(e.Method), e.PathPrefix)}
+			return &FieldError{Field: path + ".path_prefix", Value: quote(r.PathPrefix), Err: because(ErrValue, "can never match: costs[%d] (%s %q) comes first and matches every request this entry does (the first match wins): %s", k, methodOrAny(e.Method), e.PathPrefix, coveredFix(e, r))}
 		}
 		if r.Cost < 1 {
 			return &FieldError{Field: path + ".cost", Value: num(r.Cost), Err: because(ErrRange, "must be at least 1")}
@@ -370,6 +370,20 @@ func firstCovers(costs []Cost) []int {
 		}
 	}
 	return first
+}
+
+// coveredFix says how to make route r, covered by the earlier route e,
+// apply: the longer prefix first; of one prefix, the entry of the one
+// method first (a longer prefix was no help there); the same route twice
+// has one too many.
+func coveredFix(e, r Cost) string {
+	switch {
+	case e.PathPrefix != r.PathPrefix:
+		return "put the entry of the longer prefix first"
+	case e.Method == r.Method:
+		return "the same route twice: remove one"
+	}
+	return "put the " + r.Method + " entry first"
 }
 
 // methodOrAny names a route's method in an error.
