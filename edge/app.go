@@ -534,18 +534,15 @@ func (p *proxy) target(r *http.Request) *url.URL {
 // request for about a minute (TestWorkerdOriginDownUpload). A read by a
 // subrequest's stream that was still pending then and the Worker's drain
 // take turns (mu): syumai's reader allows one read at a time. In the
-// Worker, fetch gets the client's own stream while nothing has read from
-// it (jsFetch, for its length), which the runtime then owns: drain's
-// read of it fails, and is given up.
+// Worker, a pipe into fetch's stream may be reading it (jsFetch): it is
+// stopped before drain reads (release).
 type requestBody struct {
 	rc   io.ReadCloser
 	mu   sync.Mutex
 	sent atomic.Bool
-	read atomic.Bool // a Read was made: rc's stream is no longer whole
 }
 
 func (b *requestBody) Read(p []byte) (int, error) {
-	b.read.Store(true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.rc.Read(p)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"syscall/js"
 
@@ -12,20 +13,26 @@ import (
 // jsFetch is the Worker's way to the origin: the object whose fetch method
 // syumai's client calls (fetch.WithBinding), around the global fetch.
 //
-// A request's body is replaced by the client's own stream (body()) while
-// nothing in Go has read from it. syumai hands fetch a ReadableStream made
-// from Go's reader, whose length the runtime does not know: every upload
-// went to the origin chunked, without the client's Content-Length (which
-// fetch drops from the headers), and an origin that needs the length (S3's
-// PUT answers 411, a WSGI server reads no body without CONTENT_LENGTH) got
-// none through the Worker, while the local server's proxy sends it
-// (TestWorkerdUploadLength). The client's stream carries its length, and
-// is passed on as a JavaScript Worker passes request.body.
+// syumai hands fetch a ReadableStream made from Go's reader, whose length
+// the runtime does not know: every upload went to the origin chunked,
+// without the client's Content-Length (which fetch drops from the
+// headers), and an origin that needs the length (S3's PUT answers 411, a
+// WSGI server reads no body without CONTENT_LENGTH) got none through the
+// Worker, while the local server's proxy sends it (TestWorkerdUploadLength).
+// A body of a declared length is piped into a FixedLengthStream of that
+// length, whose length the runtime sends (piped). The client's own stream,
+// handed to fetch instead (0bfc7b1), stayed the failed fetch's when the
+// origin was down: drain could not read what was left of the upload, and
+// the Worker stalled for about a minute with the client's upload half read
+// (TestWorkerdOriginDownUpload).
 //
 // The answer to a WebSocket handshake is kept (last), for wsAnswer.
 type jsFetch struct {
-	body func() (js.Value, bool)
-	last js.Value // fetch's Response to the last request asking for a WebSocket
+	length func() int64 // the request's declared body length; -1: none
+	last   js.Value     // fetch's Response to the last request asking for a WebSocket
+	// The pipe of the body into fetch's stream (its promise), and what
+	// stops it; undefined without one.
+	pipe, stop js.Value
 }
 
 // binding returns the object for fetch.WithBinding.
@@ -39,12 +46,8 @@ func (f *jsFetch) binding() js.Value {
 	ns.Set("fetch", js.FuncOf(func(_ js.Value, args []js.Value) any {
 		req, init := args[0], args[1]
 		if b := req.Get("body"); !b.IsNull() && !b.IsUndefined() {
-			if raw, ok := f.body(); ok {
-				opts := g.Get("Object").New()
-				opts.Set("body", raw)
-				if r, err := jsasync.New(g.Get("Request"), req, opts); err == nil {
-					req = r
-				}
+			if r, ok := f.piped(req); ok {
+				req = r
 			}
 		}
 		// Invoked, as syumai calls the global fetch: called as a method
@@ -58,17 +61,48 @@ func (f *jsFetch) binding() js.Value {
 	return ns
 }
 
-// stream returns the client's JavaScript stream of b while nothing has
-// read from b (jsFetch), false otherwise or without one.
-func (b *requestBody) stream() (js.Value, bool) {
-	if b == nil || b.read.Load() {
+// piped returns req with its body piped into a FixedLengthStream of the
+// request's declared length, false without one or when the runtime refused.
+// The pipe leaves the body to drain when it stops (release).
+func (f *jsFetch) piped(req js.Value) (js.Value, bool) {
+	n := f.length()
+	if n < 0 {
 		return js.Value{}, false
 	}
-	raw, ok := b.rc.(rawBody)
-	if !ok {
+	g := js.Global()
+	fixed, err := jsasync.New(g.Get("FixedLengthStream"), n)
+	if err != nil {
 		return js.Value{}, false
 	}
-	return raw.GetRawJSBody(), true
+	stop := g.Get("AbortController").New()
+	opts := g.Get("Object").New()
+	opts.Set("preventCancel", true)
+	opts.Set("signal", stop.Get("signal"))
+	pipe, err := jsasync.Call(req.Get("body"), "pipeTo", fixed.Get("writable"), opts)
+	if err != nil {
+		return js.Value{}, false
+	}
+	init := g.Get("Object").New()
+	init.Set("body", fixed.Get("readable"))
+	r, err := jsasync.New(g.Get("Request"), req, init)
+	if err != nil {
+		stop.Call("abort")
+		return js.Value{}, false
+	}
+	f.pipe, f.stop = pipe, stop
+	return r, true
+}
+
+// release stops the pipe of a body fetch did not take (the origin was
+// down), and waits until it has let go of the body, for drain to read
+// what is left.
+func (f *jsFetch) release(ctx context.Context) {
+	if f.pipe.IsUndefined() {
+		return
+	}
+	f.stop.Call("abort")
+	_, _ = jsasync.Await(ctx, f.pipe) // rejected: stopped, or fetch failed
+	f.pipe = js.Undefined()
 }
 
 // wsAnswer gives the client the WebSocket the origin accepted. A Response

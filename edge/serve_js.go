@@ -41,16 +41,20 @@ func serve() {
 	// A handler of a concrete type, so the compiler sees it is not nil and
 	// drops ServeNonBlock's fallback to http.DefaultServeMux, which would
 	// link ServeMux and its routing (about 50 KB of Wasm).
-	var body *requestBody // the one request's (jsFetch)
-	f := &jsFetch{body: func() (js.Value, bool) { return body.stream() }}
+	var length int64 = -1 // the one request's declared body length (jsFetch)
+	f := &jsFetch{length: func() int64 { return length }}
 	ws := &wsAnswer{fetch: f}
 	ws.wrap()
 	h := build(later, f, ws)
 	workers.ServeNonBlock(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		joinRequestHeader(r.Header)
 		readBody(r)
-		body = trackBody(r)
+		body := trackBody(r)
+		length = r.ContentLength
 		h.ServeHTTP(w, r)
+		if body.unsent() {
+			f.release(r.Context())
+		}
 		drain(body)
 	}))
 	workers.Ready()

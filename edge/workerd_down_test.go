@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -38,20 +39,33 @@ ORIGIN_URL = "http://127.0.0.1:%d"
 SLIDEGATE_CONFIG = '{"plans": {"free": {"limits": [{"name": "minute", "limit": 1000, "window": "1m"}]}}, "default_plan": "free", "store_timeout": "10s"}'
 `, port)
 	w := workerWith(t, toml)
-	upload := bytes.Repeat([]byte("x"), 64<<10)
-	for i := range 2 {
-		// A client per request, so that no request waits on another's
-		// connection.
-		client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
-		req, _ := http.NewRequest("POST", w.URL+"/upload", bytes.NewReader(upload))
-		res, body := send(t, client, req)
-		if res.StatusCode != http.StatusBadGateway || res.Header.Get("Content-Type") != "application/problem+json" {
-			t.Errorf("upload %d: %s %q, want a 502 problem", i+1, res.Status, body)
-		}
-		client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
-		req, _ = http.NewRequest("GET", w.URL+httpapi.HealthPath, nil)
-		if res, body := send(t, client, req); res.StatusCode != http.StatusOK {
-			t.Fatalf("after upload %d: health check %s %q", i+1, res.Status, body)
-		}
+	for _, tc := range []struct {
+		name string
+		body func() io.Reader // a MultiReader has no length: chunked
+	}{
+		{"64 KiB", func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte("x"), 64<<10)) }},
+		// Within drain's maxDiscard: handed to fetch as the client's own
+		// stream (for its length, 0bfc7b1), the upload could no longer be
+		// read once fetch failed, and the Worker stalled again.
+		{"200 KiB", func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte("x"), 200<<10)) }},
+		{"200 KiB chunked", func() io.Reader { return io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 200<<10))) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for i := range 2 {
+				// A client per request, so that no request waits on
+				// another's connection.
+				client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+				req, _ := http.NewRequest("POST", w.URL+"/upload", tc.body())
+				res, body := send(t, client, req)
+				if res.StatusCode != http.StatusBadGateway || res.Header.Get("Content-Type") != "application/problem+json" {
+					t.Errorf("upload %d: %s %q, want a 502 problem", i+1, res.Status, body)
+				}
+				client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+				req, _ = http.NewRequest("GET", w.URL+httpapi.HealthPath, nil)
+				if res, body := send(t, client, req); res.StatusCode != http.StatusOK {
+					t.Fatalf("after upload %d: health check %s %q", i+1, res.Status, body)
+				}
+			}
+		})
 	}
 }
