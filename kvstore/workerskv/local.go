@@ -141,7 +141,18 @@ func add(c Cells, key string, sl kvstore.Slot, n int64) {
 	if !ok && n < 0 {
 		return
 	}
-	cell.N += n
+	cell.N = plus(cell.N, n)
 	cell.Expires = max(cell.Expires, sl.Expires().UnixMilli())
 	c.Set(key, cell)
+}
+
+// plus adds n to the count a: a positive n stops at math.MaxInt64
+// (addCount), as the memory store's counts do; a take-back subtracts. The
+// limiter caps a punitive count by the count it read, but two requests of
+// an isolate may read before either adds: wrapped, a count read as empty.
+func plus(a, n int64) int64 {
+	if n > 0 {
+		return addCount(a, n)
+	}
+	return a + n
 }

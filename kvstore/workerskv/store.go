@@ -389,7 +389,7 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 			if !ok && costs[i] < 0 {
 				continue // a take-back from a counter evicted since: no credit
 			}
-			cell.N += costs[i]
+			cell.N = plus(cell.N, costs[i])
 			cell.Expires = max(cell.Expires, sl.Expires().UnixMilli())
 			if canTakeOver(cell, ms) {
 				cell.Owner = ms
