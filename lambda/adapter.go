@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/textproto"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -180,7 +181,11 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 		return nil, fmt.Errorf("lambda: event: %v", err)
 	}
 	for k, v := range ev.Headers {
-		r.Header.Add(k, v)
+		// Without the white space around it, as net/http's server reads
+		// a field: the event keeps it, and Go's HTTP/2 transport sent it
+		// on to an origin that speaks h2, which RFC 9113 (8.2.1) calls a
+		// malformed request.
+		r.Header.Add(k, textproto.TrimString(v))
 	}
 	if len(ev.Cookies) > 0 {
 		r.Header.Set("Cookie", strings.Join(ev.Cookies, "; "))
