@@ -26,18 +26,7 @@ func TestWorkerdOriginDownUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toml := fmt.Sprintf(`name = "slidegate-down"
-main = "build/worker.mjs"
-compatibility_date = "2026-04-01"
-
-[[kv_namespaces]]
-binding = "SLIDEGATE_KV"
-id = "test"
-
-[vars]
-ORIGIN_URL = "http://127.0.0.1:%d"
-SLIDEGATE_CONFIG = '{"plans": {"free": {"limits": [{"name": "minute", "limit": 1000, "window": "1m"}]}}, "default_plan": "free", "store_timeout": "10s"}'
-`, port)
+	toml := freeWorkerToml("slidegate-down", fmt.Sprintf("http://127.0.0.1:%d", port))
 	w := workerWith(t, toml)
 	for _, tc := range []struct {
 		name string
@@ -68,4 +57,21 @@ SLIDEGATE_CONFIG = '{"plans": {"free": {"limits": [{"name": "minute", "limit": 1
 			}
 		})
 	}
+}
+
+// freeWorkerToml is the wrangler.toml of a Worker named name in front of
+// origin, whose clients have 1,000 requests a minute.
+func freeWorkerToml(name, origin string) string {
+	return fmt.Sprintf(`name = %q
+main = "build/worker.mjs"
+compatibility_date = "2026-04-01"
+
+[[kv_namespaces]]
+binding = "SLIDEGATE_KV"
+id = "test"
+
+[vars]
+ORIGIN_URL = %q
+SLIDEGATE_CONFIG = '{"plans": {"free": {"limits": [{"name": "minute", "limit": 1000, "window": "1m"}]}}, "default_plan": "free", "store_timeout": "10s"}'
+`, name, origin)
 }

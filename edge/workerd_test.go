@@ -808,6 +808,14 @@ func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 		case "gzip":
 			h.Set("Content-Encoding", "gzip")
 			_, _ = w.Write(gzipped("untyped"))
+		case "stream": // its first bytes, then the rest once untypedMore is sent
+			_, _ = io.WriteString(w, "data: 1\n\n")
+			_ = http.NewResponseController(w).Flush()
+			select {
+			case <-untypedMore:
+				_, _ = io.WriteString(w, "data: 2\n\n")
+			case <-r.Context().Done():
+			}
 		default:
 			_, _ = io.WriteString(w, untypedPage)
 		}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/edge/internal/workerd"
 )
 
 // wsKey is the handshake's Sec-WebSocket-Key (RFC 6455 1.3's example).
@@ -91,23 +93,20 @@ func wsWrite(w io.Writer, msg string, masked bool) error {
 	return err
 }
 
-// TestWorkerdWebSocket: a WebSocket handshake through the Worker reaches
-// the origin as one, is counted, and the client talks to the origin's
-// WebSocket, as through the local server's proxy. The Worker dropped the
-// Upgrade header as hop-by-hop, so the origin got a plain GET and
-// answered 426; and syumai's writer cannot answer 101, which must carry
-// the WebSocket.
-func TestWorkerdWebSocket(t *testing.T) {
-	w := slidegateWorker(t)
+// wsHandshake sends a WebSocket handshake for path to w, with the API key
+// and the Upgrade value upgrade, and returns the connection, its reader
+// and the answer.
+func wsHandshake(t *testing.T, w *workerd.Worker, path, key, upgrade string) (net.Conn, *bufio.Reader, *http.Response) {
+	t.Helper()
 	c, err := net.Dial("tcp", strings.TrimPrefix(w.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(30 * time.Second)) // a bound on a hang
-	req, _ := http.NewRequest("GET", w.URL+originPath+"ws", nil)
-	req.Header.Set("X-API-Key", randomKey(t))
-	req.Header.Set("Upgrade", "websocket")
+	req, _ := http.NewRequest("GET", w.URL+path, nil)
+	req.Header.Set("X-API-Key", key)
+	req.Header.Set("Upgrade", upgrade)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Sec-WebSocket-Key", wsKey)
 	req.Header.Set("Sec-WebSocket-Version", "13")
@@ -119,6 +118,18 @@ func TestWorkerdWebSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, br, res
+}
+
+// TestWorkerdWebSocket: a WebSocket handshake through the Worker reaches
+// the origin as one, is counted, and the client talks to the origin's
+// WebSocket, as through the local server's proxy. The Worker dropped the
+// Upgrade header as hop-by-hop, so the origin got a plain GET and
+// answered 426; and syumai's writer cannot answer 101, which must carry
+// the WebSocket.
+func TestWorkerdWebSocket(t *testing.T) {
+	w := slidegateWorker(t)
+	c, br, res := wsHandshake(t, w, originPath+"ws", randomKey(t), "websocket")
 	if res.StatusCode != http.StatusSwitchingProtocols {
 		b, _ := io.ReadAll(res.Body)
 		t.Fatalf("handshake: %s %q, want 101", res.Status, b)
