@@ -334,6 +334,7 @@ type verdict struct {
 	uncounted   error
 	uncountedID string
 	res         limiter.Result // the last limiter call's answer
+	until       time.Time      // the request's own deadline (zero: none), for a remote store
 }
 
 // reset empties a recycled verdict; the decisions past n are never read.
@@ -341,6 +342,7 @@ func (v *verdict) reset() {
 	v.n, v.deciding, v.cached, v.err = 0, window.Decision{}, false, nil
 	v.aside, v.asideAction, v.asideID = nil, "", ""
 	v.uncounted, v.uncountedID = nil, ""
+	v.until = time.Time{}
 }
 
 func (v *verdict) add(res *limiter.Result) {
@@ -367,7 +369,8 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		// A timer per request is a measurable share of the pre-filter's
 		// cost; the in-memory store never waits, so it goes without.
 		var cancel context.CancelFunc
-		ctx, cancel = storeContext(ctx, h.timeout)
+		v.until, _ = ctx.Deadline()
+		ctx, cancel = bounded(ctx, v.until, h.timeout)
 		defer cancel()
 	}
 	if len(ipRules) > 0 {
@@ -407,7 +410,7 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 			// budget of its own: the plan's check may have spent all of
 			// ctx's, and a refund on it was never sent (the count stayed,
 			// and the client met a 429 once the store was back).
-			rctx, cancel := h.refundContext(ctx)
+			rctx, cancel := h.refundContext(ctx, v)
 			defer cancel()
 			if errors.Is(v.err, limiter.ErrLocalCounted) {
 				// In memory: it does not fail.
@@ -427,16 +430,17 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	}
 }
 
-// storeContext returns the context of a request's limiter calls on a
-// remote store: bounded by timeout (store_timeout) and by ctx's deadline (a
-// Lambda invocation's), but not cancelled with ctx. A client that hung up
-// while its write was in flight cut the write mid-flight, which the store
-// may have applied all the same, and its leaving was logged as a store
-// error (a WARN "context canceled"); the proxy still sees it gone.
-func storeContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+// bounded returns the context of a request's calls to a remote store on
+// ctx: bounded by timeout (store_timeout) and by until, the request's own
+// deadline (a Lambda invocation's; zero: none), but not cancelled with ctx.
+// A client that hung up while its write was in flight cut the write
+// mid-flight, which the store may have applied all the same, and its
+// leaving was logged as a store error (a WARN "context canceled"); the
+// proxy still sees it gone.
+func bounded(ctx context.Context, until time.Time, timeout time.Duration) (context.Context, context.CancelFunc) {
 	base := context.WithoutCancel(ctx)
-	if d, ok := ctx.Deadline(); ok && time.Until(d) < timeout {
-		return context.WithDeadline(base, d)
+	if !until.IsZero() && time.Until(until) < timeout {
+		return context.WithDeadline(base, until)
 	}
 	return context.WithTimeout(base, timeout)
 }
@@ -479,17 +483,19 @@ func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID stri
 	}
 }
 
-// refundContext returns the context of a refund after a check on ctx: ctx
-// without its deadline or cancellation, bounded by store_timeout of its
-// own. The check may have spent ctx's whole budget, or the client gone,
-// and a count that is not taken back stays: the client's next request is
-// refused on a request never served. The memory stores do not wait: ctx
+// refundContext returns the context of a refund after a check on ctx, for
+// the request of v: ctx without its deadline or cancellation, bounded by
+// store_timeout of its own and by the request's own deadline (v.until). The
+// check may have spent ctx's whole budget, or the client gone, and a count
+// that is not taken back stays: the client's next request is refused on a
+// request never served. A refund past a Lambda invocation's deadline ran
+// on after the function had to answer. The memory stores do not wait: ctx
 // as it is.
-func (h *Handler) refundContext(ctx context.Context) (context.Context, context.CancelFunc) {
+func (h *Handler) refundContext(ctx context.Context, v *verdict) (context.Context, context.CancelFunc) {
 	if h.inMemory {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), h.timeout)
+	return bounded(ctx, v.until, h.timeout)
 }
 
 // keptIP is the logged action of a refund of the ip rules that failed.
@@ -517,7 +523,7 @@ func (v *verdict) setAside(err error, action, id string) {
 // now, like the plan's rules. A store error is set aside in v.
 func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) {
 	if !h.countDenied {
-		rctx, cancel := h.refundContext(ctx)
+		rctx, cancel := h.refundContext(ctx, v)
 		defer cancel()
 		if err := h.lim.Refund(rctx, at, ipID, ipRules, cost); err != nil {
 			v.setAside(err, keptIP, ipID)
