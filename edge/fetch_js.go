@@ -20,7 +20,10 @@ import (
 // WSGI server reads no body without CONTENT_LENGTH) got none through the
 // Worker, while the local server's proxy sends it (TestWorkerdUploadLength).
 // A body of a declared length is piped into a FixedLengthStream of that
-// length, whose length the runtime sends (piped). The client's own stream,
+// length, whose length the runtime sends (piped); one without, into an
+// IdentityTransformStream: handed syumai's stream itself, a chunked upload
+// of 1 MiB that the origin refused unread (413) stalled the Worker for
+// about 30 s (TestWorkerdOriginRefusesUpload). The client's own stream,
 // handed to fetch instead (0bfc7b1), stayed the failed fetch's when the
 // origin was down: drain could not read what was left of the upload, and
 // the Worker stalled for about a minute with the client's upload half read
@@ -28,7 +31,7 @@ import (
 //
 // The answer to a WebSocket handshake is kept (last), for wsAnswer.
 type jsFetch struct {
-	length func() int64 // the request's declared body length; -1: none
+	length func() int64 // the request's declared body length; -1: unknown (chunked)
 	last   js.Value     // fetch's Response to the last request asking for a WebSocket
 	// The pipe of the body into fetch's stream (its promise), and what
 	// stops it; undefined without one.
@@ -62,15 +65,19 @@ func (f *jsFetch) binding() js.Value {
 }
 
 // piped returns req with its body piped into a FixedLengthStream of the
-// request's declared length, false without one or when the runtime refused.
+// request's declared length (an IdentityTransformStream without one), false
+// when the runtime refused.
 // The pipe leaves the body to drain when it stops (release).
 func (f *jsFetch) piped(req js.Value) (js.Value, bool) {
 	n := f.length()
-	if n < 0 {
-		return js.Value{}, false
-	}
 	g := js.Global()
-	fixed, err := jsasync.New(g.Get("FixedLengthStream"), n)
+	var fixed js.Value
+	var err error
+	if n >= 0 {
+		fixed, err = jsasync.New(g.Get("FixedLengthStream"), n)
+	} else {
+		fixed, err = jsasync.New(g.Get("IdentityTransformStream"))
+	}
 	if err != nil {
 		return js.Value{}, false
 	}

@@ -210,3 +210,37 @@ func TestWorkerdUntypedStream(t *testing.T) {
 		t.Errorf("rest %q, %v", rest, err)
 	}
 }
+
+// TestWorkerdOriginRefusesUpload: an origin that answers an upload without
+// reading it (413) is passed back, and the Worker goes on answering.
+func TestWorkerdOriginRefusesUpload(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+	}))
+	defer origin.Close()
+	w := workerWith(t, freeWorkerToml("slidegate-refuse", origin.URL))
+	for _, tc := range []struct {
+		name string
+		body func() io.Reader // a MultiReader has no length: chunked
+	}{
+		{"1 MiB", func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte("x"), 1<<20)) }},
+		{"1 MiB chunked", func() io.Reader { return io.MultiReader(bytes.NewReader(bytes.Repeat([]byte("x"), 1<<20))) }},
+		{"200 KiB", func() io.Reader { return bytes.NewReader(bytes.Repeat([]byte("x"), 200<<10)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+			req, _ := http.NewRequest("PUT", w.URL+"/upload", tc.body())
+			if res, err := client.Do(req); err == nil {
+				t.Logf("upload: %s", res.Status)
+				res.Body.Close()
+			} else {
+				t.Logf("upload: %v", err)
+			}
+			client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{}}
+			req, _ = http.NewRequest("GET", w.URL+httpapi.HealthPath, nil)
+			if res, body := send(t, client, req); res.StatusCode != http.StatusOK {
+				t.Fatalf("after the refused upload: health check %s %q", res.Status, body)
+			}
+		})
+	}
+}
