@@ -43,10 +43,11 @@ func TestBootstrapNearDeadline(t *testing.T) {
 
 	const left = 2 * time.Second
 	for i, want := range []string{"r=2", "r=1"} {
-		begin := time.Now()
-		res := rt.invokeWithin(t, event, exited, left)
-		if took := time.Since(begin); took >= left {
-			t.Errorf("invocation %d answered after %s, past its deadline (%s)", i, took, left)
+		// Timed from when the function took the invocation, as Lambda
+		// times it: the wait for the process's init is not the request's.
+		res, early := rt.invokeWithin(t, event, exited, left)
+		if early <= 0 {
+			t.Errorf("invocation %d posted %s past its deadline (%s after it was taken)", i, -early, left)
 		}
 		if res.StatusCode != http.StatusGatewayTimeout || !strings.Contains(res.Headers["Ratelimit"], want) || res.Headers["X-Ratelimit-Remaining"] == "" {
 			t.Errorf("invocation %d: %d %v; want the 504 with RateLimit %s", i, res.StatusCode, res.Headers, want)

@@ -38,6 +38,7 @@ type runtimeAPI struct {
 	mu      sync.Mutex
 	seq     int
 	pending map[string]chan outcome
+	due     map[string]time.Time // each invocation's deadline, as handed out
 	initErr chan string
 	ready   time.Time // when the function first asked for an invocation: init done
 }
@@ -52,10 +53,13 @@ type invocation struct {
 type outcome struct {
 	body    []byte
 	invokeE bool // posted to .../error: an invocation error
+	// early is how long before the invocation's deadline the function
+	// posted it (negative: after it, when Lambda would have dropped it).
+	early time.Duration
 }
 
 func newRuntimeAPI(t *testing.T) *runtimeAPI {
-	rt := &runtimeAPI{next: make(chan invocation), pending: map[string]chan outcome{}, initErr: make(chan string, 1)}
+	rt := &runtimeAPI{next: make(chan invocation), pending: map[string]chan outcome{}, due: map[string]time.Time{}, initErr: make(chan string, 1)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /2018-06-01/runtime/invocation/next", func(w http.ResponseWriter, r *http.Request) {
 		rt.mu.Lock()
@@ -65,9 +69,13 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 		rt.mu.Unlock()
 		select {
 		case inv := <-rt.next:
+			due := time.UnixMilli(time.Now().Add(inv.left).UnixMilli())
+			rt.mu.Lock()
+			rt.due[inv.id] = due
+			rt.mu.Unlock()
 			h := w.Header()
 			h.Set("Lambda-Runtime-Aws-Request-Id", inv.id)
-			h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(time.Now().Add(inv.left).UnixMilli(), 10))
+			h.Set("Lambda-Runtime-Deadline-Ms", strconv.FormatInt(due.UnixMilli(), 10))
 			h.Set("Lambda-Runtime-Invoked-Function-Arn", "arn:aws:lambda:eu-west-1:123456789012:function:slidegate")
 			h.Set("Lambda-Runtime-Trace-Id", "Root=1-67a0c0de-0123456789abcdef01234567;Sampled=0")
 			h.Set("Content-Type", "application/json")
@@ -80,13 +88,14 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 			body, _ := io.ReadAll(r.Body)
 			rt.mu.Lock()
 			ch := rt.pending[r.PathValue("id")]
+			early := time.Until(rt.due[r.PathValue("id")])
 			delete(rt.pending, r.PathValue("id"))
 			rt.mu.Unlock()
 			if ch == nil {
 				http.Error(w, "unknown request id", http.StatusBadRequest)
 				return
 			}
-			ch <- outcome{body: body, invokeE: isErr}
+			ch <- outcome{body: body, invokeE: isErr, early: early}
 			w.WriteHeader(http.StatusAccepted)
 		}
 	}
@@ -110,12 +119,14 @@ func newRuntimeAPI(t *testing.T) *runtimeAPI {
 // fail the test.
 func (rt *runtimeAPI) invoke(t *testing.T, event []byte, exited <-chan struct{}) events.LambdaFunctionURLResponse {
 	t.Helper()
-	return rt.invokeWithin(t, event, exited, 30*time.Second)
+	res, _ := rt.invokeWithin(t, event, exited, 30*time.Second)
+	return res
 }
 
 // invokeWithin is invoke for an invocation whose deadline is left from
-// the moment the function takes it.
-func (rt *runtimeAPI) invokeWithin(t *testing.T, event []byte, exited <-chan struct{}, left time.Duration) events.LambdaFunctionURLResponse {
+// the moment the function takes it; it also returns how long before that
+// deadline the function posted its response (negative: after it).
+func (rt *runtimeAPI) invokeWithin(t *testing.T, event []byte, exited <-chan struct{}, left time.Duration) (events.LambdaFunctionURLResponse, time.Duration) {
 	t.Helper()
 	rt.mu.Lock()
 	rt.seq++
@@ -142,7 +153,7 @@ func (rt *runtimeAPI) invokeWithin(t *testing.T, event []byte, exited <-chan str
 		if err := json.Unmarshal(out.body, &res); err != nil {
 			t.Fatalf("response %s: %v", out.body, err)
 		}
-		return res
+		return res, out.early
 	case <-exited:
 		t.Fatal("bootstrap exited during an invocation")
 	case <-timeout:
