@@ -42,6 +42,10 @@ type debug struct {
 	now func() time.Time
 	kv  workerskv.KV // the unrecorded binding, for listings
 	mem func() uint64
+	// live counts the isolate's Go instances that have not returned from
+	// serve, the reading one included, and how many of those V8 has
+	// collected; nil: not counted.
+	live func() (live, freed int64)
 }
 
 // event is one logged request or KV operation.
@@ -89,6 +93,8 @@ func (k recordingKV) List(ctx context.Context, prefix, cursor string) (workerskv
 type debugReport struct {
 	Events []event         `json:"events"`
 	Keys   []workerskv.Key `json:"keys,omitempty"` // ?list=prefix
+	Live   int64           `json:"live"`           // Go instances not returned from serve, this one included
+	Freed  int64           `json:"freed"`          // of those, the ones V8 collected
 }
 
 func (rep *debugReport) encode(e *jsonv.Encoder) {
@@ -103,6 +109,8 @@ func (rep *debugReport) encode(e *jsonv.Encoder) {
 		e.EndObject()
 	}
 	e.EndArray()
+	e.Int("live", rep.Live)
+	e.Int("freed", rep.Freed)
 	if len(rep.Keys) > 0 {
 		e.Key("keys")
 		e.BeginArray()
@@ -125,6 +133,9 @@ func (d *debug) wrap(h http.Handler) http.Handler {
 			return
 		}
 		rep := debugReport{Events: d.events()}
+		if d.live != nil {
+			rep.Live, rep.Freed = d.live()
+		}
 		if prefix := listParam(r.URL.RawQuery); prefix != "" {
 			for cursor := ""; ; {
 				p, err := d.kv.List(r.Context(), prefix, cursor)

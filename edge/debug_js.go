@@ -8,6 +8,55 @@ import "syscall/js"
 // of strings that lives as long as the isolate.
 const debugGlobal = "__slidegate_debug"
 
+// liveGlobal is the globalThis property that holds the debug Worker's
+// count of Go instances: {live: not returned from serve, freed: an array
+// with an entry for each of those that V8 collected, and reg, the
+// FinalizationRegistry that fills it} (debugReport.Live, .Freed).
+const liveGlobal = "__slidegate_live"
+
+// liveToken is this instance's object in liveGlobal's registry: the
+// instance refers to it (syscall/js's table of values) for as long as it
+// is reachable itself.
+var liveToken js.Value
+
+// liveCounts returns the isolate's count of instances, creating it.
+func liveCounts() js.Value {
+	g := js.Global()
+	v := g.Get(liveGlobal)
+	if v.Type() == js.TypeObject {
+		return v
+	}
+	v = g.Get("Object").New()
+	freed := g.Get("Array").New()
+	// A built-in bound to the array: a function of the Go instance would
+	// keep that instance reachable from the registry.
+	push := g.Get("Array").Get("prototype").Get("push").Call("bind", freed)
+	v.Set("live", 0)
+	v.Set("freed", freed)
+	v.Set("reg", g.Get("FinalizationRegistry").New(push))
+	g.Set(liveGlobal, v)
+	return v
+}
+
+// liveInstances returns the count of instances that have not returned from
+// serve, and of those that V8 collected.
+func liveInstances() (live, freed int64) {
+	v := liveCounts()
+	return int64(v.Get("live").Int()), int64(v.Get("freed").Length())
+}
+
+// enterLive counts this Go instance until leave.
+func enterLive() (leave func()) {
+	v := liveCounts()
+	liveToken = js.Global().Get("Object").New()
+	v.Get("reg").Call("register", liveToken, 1, liveToken)
+	v.Set("live", v.Get("live").Int()+1)
+	return func() {
+		v.Get("reg").Call("unregister", liveToken)
+		v.Set("live", v.Get("live").Int()-1)
+	}
+}
+
 // maxDebugLines bounds the log of a long-running debug Worker.
 const maxDebugLines = 200_000
 

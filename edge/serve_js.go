@@ -27,6 +27,9 @@ import (
 // each chain of writes within that budget and hands it to a newer request
 // (workerskv.Options.Later).
 func serve() {
+	if cloudflare.Getenv(varDebug) == "1" {
+		defer enterLive()()
+	}
 	var wg sync.WaitGroup
 	later := func(d time.Duration, task func(context.Context)) {
 		wg.Add(1)
@@ -84,7 +87,7 @@ func build(later func(time.Duration, func(context.Context)), f *jsFetch, ws *wsA
 	var kv workerskv.KV = binding
 	var dbg *debug
 	if e.Debug {
-		dbg = &debug{log: jsLog(), now: time.Now, kv: binding, mem: goMemory}
+		dbg = &debug{log: jsLog(), now: time.Now, kv: binding, mem: goMemory, live: liveInstances}
 		kv = recordingKV{KV: binding, d: dbg}
 	}
 	store, err := workerskv.New(workerskv.Options{KV: kv, Globals: g, Later: later, Now: time.Now, Logger: log})
