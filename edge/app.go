@@ -533,8 +533,9 @@ func (p *proxy) target(r *http.Request) *url.URL {
 // connection stalled with the upload half read, and the Worker answered no
 // request for about a minute (TestWorkerdOriginDownUpload). A read by a
 // subrequest's stream that was still pending then and the Worker's drain
-// take turns (mu): syumai's reader allows one read at a time; in the
-// Worker the subrequest's read is a pipe's into fetch's stream (jsFetch).
+// take turns (mu): syumai's reader allows one read at a time. In the
+// Worker, a pipe into fetch's stream may be reading it (jsFetch): it is
+// stopped before drain reads (release).
 type requestBody struct {
 	rc   io.ReadCloser
 	mu   sync.Mutex

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"syscall/js"
 
@@ -32,6 +33,9 @@ import (
 type jsFetch struct {
 	length func() int64 // the request's declared body length; -1: unknown (chunked)
 	last   js.Value     // fetch's Response to the last request asking for a WebSocket
+	// The pipe of the body into fetch's stream (its promise), and what
+	// stops it; undefined without one.
+	pipe, stop js.Value
 }
 
 // binding returns the object for fetch.WithBinding.
@@ -63,6 +67,7 @@ func (f *jsFetch) binding() js.Value {
 // piped returns req with its body piped into a FixedLengthStream of the
 // request's declared length (an IdentityTransformStream without one), false
 // when the runtime refused.
+// The pipe leaves the body to drain when it stops (release).
 func (f *jsFetch) piped(req js.Value) (js.Value, bool) {
 	n := f.length()
 	g := js.Global()
@@ -76,19 +81,35 @@ func (f *jsFetch) piped(req js.Value) (js.Value, bool) {
 	if err != nil {
 		return js.Value{}, false
 	}
+	stop := g.Get("AbortController").New()
+	opts := g.Get("Object").New()
+	opts.Set("preventCancel", true)
+	opts.Set("signal", stop.Get("signal"))
+	pipe, err := jsasync.Call(req.Get("body"), "pipeTo", fixed.Get("writable"), opts)
+	if err != nil {
+		return js.Value{}, false
+	}
 	init := g.Get("Object").New()
 	init.Set("body", fixed.Get("readable"))
 	r, err := jsasync.New(g.Get("Request"), req, init)
 	if err != nil {
+		stop.Call("abort")
 		return js.Value{}, false
 	}
-	opts := g.Get("Object").New()
-	// A failed fetch does not cancel the body: drain reads what is left.
-	opts.Set("preventCancel", true)
-	if _, err := jsasync.Call(req.Get("body"), "pipeTo", fixed.Get("writable"), opts); err != nil {
-		return js.Value{}, false
-	}
+	f.pipe, f.stop = pipe, stop
 	return r, true
+}
+
+// release stops the pipe of a body fetch did not take (the origin was
+// down), and waits until it has let go of the body, for drain to read
+// what is left.
+func (f *jsFetch) release(ctx context.Context) {
+	if f.pipe.IsUndefined() {
+		return
+	}
+	f.stop.Call("abort")
+	_, _ = jsasync.Await(ctx, f.pipe) // rejected: stopped, or fetch failed
+	f.pipe = js.Undefined()
 }
 
 // wsAnswer gives the client the WebSocket the origin accepted. A Response

@@ -55,6 +55,9 @@ func serve() {
 		body := trackBody(r)
 		length = r.ContentLength
 		h.ServeHTTP(w, r)
+		if body.unsent() {
+			f.release(r.Context())
+		}
 		drain(body)
 	}))
 	workers.Ready()
