@@ -236,9 +236,9 @@ func (h *Handler) authorized(r *http.Request) bool {
 	if len(vs) != 1 {
 		return false
 	}
-	// White space around the value is not the value's: the local server
-	// and the Worker drop it, the Lambda passes the event's as it is, and
-	// " Bearer <token>" was refused there alone. Only HTTP's white space:
+	// White space around the value is not the value's: every platform
+	// drops it (the Lambda's adapter since 925519a; " Bearer <token>" was
+	// refused there alone), a request handed in process may keep it. Only HTTP's white space:
 	// strings.TrimSpace also took a no-break space for none.
 	scheme, token, ok := strings.Cut(textproto.TrimString(vs[0]), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {

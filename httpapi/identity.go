@@ -32,11 +32,10 @@ const (
 // lower-case hex SHA-256 of its whole value, as hashKey counts it (for
 // Authorization, "Bearer abc" is "bearer abc"), into hash. An empty value
 // is no key, and so is an AWS signature (signature). White space around
-// a value is not the key's: the local server and the Worker drop it
-// before the handler runs, and the proxy as it writes the value to the
-// origin, but the Lambda adds the event's values as they are (counted
-// with it, " k" was a fresh client while the origin served k, and "   "
-// a key the origin took for none). Several
+// a value is not the key's: every platform drops it before the handler
+// runs (the Lambda's adapter since 925519a; counted with it, " k" was a
+// fresh client while the origin served k), and so does apiKey, for a
+// request handed to the Handler in process. Several
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,

@@ -20,8 +20,9 @@ import (
 //   - A key header goes on without the white space around it, which
 //     apiKey did not count: Go's HTTP/1.1 transport trims a value as it
 //     writes it, but its HTTP/2 transport (an https origin's that offers
-//     h2) sends it as it is, and on the Lambda, which adds the event's
-//     values as they are, the origin got " <key>" for the key counted.
+//     h2) sends it as it is. The platforms hand the Handler trimmed
+//     values (the Lambda's adapter since 925519a); a request handed to it
+//     in process may not be.
 //   - A key header the Connection field names is dropped, as the proxies
 //     drop it: apiKey took it for no key, and an origin in this process
 //     (Next a handler, no proxy between) served it.
