@@ -9,6 +9,8 @@ import (
 	"net/textproto"
 	"slices"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -32,10 +34,11 @@ const (
 // lower-case hex SHA-256 of its whole value, as hashKey counts it (for
 // Authorization, "Bearer abc" is "bearer abc"), into hash. An empty value
 // is no key, and so is an AWS signature (signature). White space around
-// a value is not the key's: every platform drops it before the handler
+// a value is not the key's: every platform drops HTTP's before the handler
 // runs (the Lambda's adapter since 925519a; counted with it, " k" was a
-// fresh client while the origin served k), and so does apiKey, for a
-// request handed to the Handler in process. Several
+// fresh client while the origin served k), and apiKey drops it too, for a
+// request handed to the Handler in process, with what an origin may trim
+// besides (trimKey: Unicode's white space, a Latin-1 NBSP). Several
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,
@@ -52,12 +55,12 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 		}
 		switch vs := r.Header[name]; {
 		case len(vs) == 1:
-			if v := textproto.TrimString(vs[0]); v != "" && !signature(v) {
+			if v := trimKey(vs[0]); v != "" && !signature(v) {
 				hashKey(v, hash)
 				return true
 			}
 		case len(vs) > 1:
-			hashKey(strings.Join(vs, ","), hash)
+			hashKey(trimKey(strings.Join(vs, ",")), hash)
 			return true
 		}
 	}
@@ -371,4 +374,45 @@ func equalBy(a, b string, f func(byte) byte) bool {
 		}
 	}
 	return true
+}
+
+// trimKey returns a key header's value without what an origin may take for
+// white space around the key: HTTP's spaces and tabs, Unicode's white
+// space (strings.TrimSpace's, Python's str.strip's, JavaScript's trim's
+// but U+FEFF), and a byte 0x85 or 0xA0 that is no part of a UTF-8
+// character, which an origin reading the value as Latin-1 (gunicorn before
+// 22, Node) takes for NEL or NBSP. Trimmed by HTTP's rules alone,
+// "<used-up pro key>\xa0" was a fresh identity of the default plan that
+// gunicorn (which strips every value so) or a Go origin calling
+// strings.TrimSpace on "\u00a0" served as the pro key. The key goes on to
+// the origin trimmed as well (keyLines), so that an origin that trims
+// less reads what was counted.
+func trimKey(v string) string {
+	if v == "" || v[0] > ' ' && v[0] < utf8.RuneSelf && v[len(v)-1] > ' ' && v[len(v)-1] < utf8.RuneSelf {
+		return v // the common key: no allocation, no decoding
+	}
+	for v != "" {
+		r, n := utf8.DecodeRuneInString(v)
+		if !keySpace(r, n, v[0]) {
+			break
+		}
+		v = v[n:]
+	}
+	for v != "" {
+		r, n := utf8.DecodeLastRuneInString(v)
+		if !keySpace(r, n, v[len(v)-1]) {
+			break
+		}
+		v = v[:len(v)-n]
+	}
+	return v
+}
+
+// keySpace reports whether the rune r, n bytes of a key header's value
+// starting or ending with the byte b, is white space to some origin.
+func keySpace(r rune, n int, b byte) bool {
+	if r == utf8.RuneError && n == 1 {
+		return b == 0x85 || b == 0xa0
+	}
+	return unicode.IsSpace(r)
 }

@@ -4,7 +4,6 @@ package httpapi
 
 import (
 	"net/http"
-	"net/textproto"
 	"strings"
 )
 
@@ -38,9 +37,9 @@ func (h *Handler) keyLines(hd http.Header) {
 		case len(conn) > 0 && listed(conn, kh):
 			delete(hd, kh)
 		case len(vs) > 1:
-			hd[kh] = []string{textproto.TrimString(strings.Join(vs, ","))}
-		case len(vs) == 1 && textproto.TrimString(vs[0]) != vs[0]:
-			hd[kh] = []string{textproto.TrimString(vs[0])}
+			hd[kh] = []string{trimKey(strings.Join(vs, ","))}
+		case len(vs) == 1 && trimKey(vs[0]) != vs[0]:
+			hd[kh] = []string{trimKey(vs[0])}
 		}
 	}
 }
