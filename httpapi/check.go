@@ -153,7 +153,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	// pre-filter counted k, and a signature, new with each request, a
 	// client never limited.
 	given := req.Key
-	req.Key = textproto.TrimString(given)
+	req.Key = trimKey(given) // Unicode's white space too: "<key>\u00a0" was a client of its own
 	switch {
 	case given == "":
 		return req, &fieldError{"key", "is required"}
