@@ -408,6 +408,12 @@ func trimKey(v string) string {
 	return v
 }
 
+// TrimKey returns an API key without the white space around it that the
+// pre-filter and the check API drop before they hash it (HTTP's spaces
+// and tabs, Unicode's white space, a lone byte 0x85 or 0xA0): what
+// `slidegate hash-key` must hash for its api_keys entry to match.
+func TrimKey(key string) string { return trimKey(key) }
+
 // keySpace reports whether the rune r, n bytes of a key header's value
 // starting or ending with the byte b, is white space to some origin.
 func keySpace(r rune, n int, b byte) bool {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"os"
 	"slices"
@@ -159,9 +158,10 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: empty KEY", errUsage)
 	}
 	// White space around a key is not the key's: the pre-filter drops it
-	// on every platform and so does the check API (what HTTP drops: not
-	// Unicode spaces). Hashed with it, the entry matched no request.
-	if trimmed := textproto.TrimString(key); trimmed != key {
+	// on every platform and so does the check API (HTTP's, Unicode's and a
+	// Latin-1 no-break space: httpapi.TrimKey). Hashed with it, the entry
+	// matched no request.
+	if trimmed := httpapi.TrimKey(key); trimmed != key {
 		if trimmed == "" {
 			return fmt.Errorf("%w: KEY is only white space, which is no key", errUsage)
 		}
