@@ -177,7 +177,13 @@ func TestHashKeyWarns(t *testing.T) {
 		{arg: "k", key: "k"},
 		{arg: "inner space\tand tab", key: "inner space\tand tab"},
 		{arg: "\xd0\xba\xd0\xbb", key: "\xd0\xba\xd0\xbb"},
-		{arg: "k\u00a0", key: "k", warning: "white space"}, // an origin may trim it (e450851)
+		// What an origin may trim is dropped by the pre-filter and the
+		// check API (e450851, 4928531): hashed with it, "k\u00a0" (a key
+		// copied from a page) matched no request.
+		{arg: "k\u00a0", key: "k", warning: "white space"},
+		{arg: "\u3000Bearer abc\u2028", key: "bearer abc", warning: "white space"},
+		{arg: "k\xa0", key: "k", warning: "white space"}, // a Latin-1 no-break space
+		{arg: "-", stdin: "k\u00a0\n", key: "k", warning: "white space"},
 		{arg: " k", key: "k", warning: "white space"},
 		{arg: "k\t", key: "k", warning: "white space"},
 		{arg: " Bearer abc\t", key: "bearer abc", warning: "white space"},
@@ -213,6 +219,7 @@ func TestUsageErrors(t *testing.T) {
 		// hash-key -- $KEY, KEY unset, printed the hash of "--".
 		{"hash-key", "--"},
 		{"hash-key", " \t "}, // no key to the pre-filter nor the check API
+		{"hash-key", "\u00a0\u2003"},
 		{"check-config", "--"},
 		{"serve", "--origin", "http://x", "--demo-origin"},
 		{"serve", "--store", "redis"},
