@@ -101,21 +101,33 @@ func hashKey(key string, out *[64]byte) {
 }
 
 // withScheme returns key's bytes with the scheme of a "<scheme>
-// <credentials>" key in lower case (ASCII) and the spaces and tabs after
-// it as one space, built in dst when that changes anything. Otherwise it
+// <credentials>" key in lower case (ASCII) and the white space after it
+// (spaces, tabs, and what an origin may take for white space: keySpace)
+// as one space, built in dst when that changes anything. Otherwise it
 // returns key's bytes where they are: Sum256 neither keeps nor changes
 // its argument, and []byte(key) copied every key longer than 32 bytes,
 // an allocation per request for a typical key and 100 KB for a 100 KB
-// one.
+// one. Separated by spaces and tabs alone, "Bearer \xa0<token>" was a
+// fresh client that werkzeug (credentials stripped as Latin-1) served as
+// the token, and "Bearer\u3000<token>" one that a Go origin splitting
+// with strings.Fields did.
 func withScheme(dst []byte, key string) []byte {
 	as := unsafe.Slice(unsafe.StringData(key), len(key))
-	i := strings.IndexAny(key, " \t")
-	if i <= 0 {
+	i := 0
+	for i < len(key) && spaceLen(key[i:]) == 0 {
+		if key[i] < utf8.RuneSelf {
+			i++
+		} else {
+			_, n := utf8.DecodeRuneInString(key[i:])
+			i += n
+		}
+	}
+	if i == 0 || i == len(key) {
 		return as
 	}
-	j := i + 1
-	for j < len(key) && (key[j] == ' ' || key[j] == '\t') {
-		j++
+	j := i
+	for n := spaceLen(key[j:]); n > 0; n = spaceLen(key[j:]) {
+		j += n
 	}
 	lower := j == i+1 && key[i] == ' '
 	for k := 0; k < i && lower; k++ {
@@ -391,11 +403,7 @@ func trimKey(v string) string {
 	if v == "" || v[0] > ' ' && v[0] < utf8.RuneSelf && v[len(v)-1] > ' ' && v[len(v)-1] < utf8.RuneSelf {
 		return v // the common key: no allocation, no decoding
 	}
-	for v != "" {
-		r, n := utf8.DecodeRuneInString(v)
-		if !keySpace(r, n, v[0]) {
-			break
-		}
+	for n := spaceLen(v); n > 0; n = spaceLen(v) {
 		v = v[n:]
 	}
 	for v != "" {
@@ -406,6 +414,25 @@ func trimKey(v string) string {
 		v = v[:len(v)-n]
 	}
 	return v
+}
+
+// spaceLen returns the length of the white space character (keySpace) s
+// begins with; 0 when it begins with none.
+func spaceLen(s string) int {
+	switch {
+	case s == "":
+		return 0
+	case s[0] < utf8.RuneSelf:
+		if unicode.IsSpace(rune(s[0])) {
+			return 1
+		}
+		return 0
+	}
+	r, n := utf8.DecodeRuneInString(s)
+	if keySpace(r, n, s[0]) {
+		return n
+	}
+	return 0
 }
 
 // TrimKey returns an API key without the white space around it that the

@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -117,6 +119,87 @@ func TestTrimKey(t *testing.T) {
 		}
 		if got, want := trimKey(tt.in), strings.TrimSpace(tt.in); got != want && tt.in != "k\u200b" {
 			t.Errorf("trimKey(%q) = %q, strings.TrimSpace %q", tt.in, got, want)
+		}
+	}
+}
+
+// TestSchemeUnicodeSpaceAsOriginReadsIt: white space to an origin between
+// a scheme and its credentials is one separator, as a run of spaces is
+// (TestHashKeyScheme): "Bearer \xa0<token>" was a fresh default-plan
+// identity while werkzeug (which strips the credentials of a value read
+// as Latin-1 with str.strip) served the used-up pro token, and so did a
+// Go origin splitting Authorization with strings.Fields, for
+// "Bearer\u3000<token>" too.
+func TestSchemeUnicodeSpaceAsOriginReadsIt(t *testing.T) {
+	werkzeug := func(v string) string { // Authorization.from_header
+		scheme, rest, _ := strings.Cut(v, " ")
+		return strings.ToLower(scheme) + " " + latin1Strip(rest)
+	}
+	fields := func(v string) string { // a Go origin: strings.Fields, two parts
+		if f := strings.Fields(v); len(f) == 2 {
+			return strings.ToLower(f[0]) + " " + f[1]
+		}
+		return ""
+	}
+	const token = "Bearer " + proKey
+	for _, tt := range []struct {
+		name, value string
+		read        func(string) string
+	}{
+		{"werkzeug: a Latin-1 no-break space after the space", "Bearer \xa0" + proKey, werkzeug},
+		{"werkzeug: next line and spaces", "bearer \x85 \xa0" + proKey, werkzeug},
+		{"Fields: U+00A0 after the space", "Bearer \u00a0" + proKey, fields},
+		{"Fields: U+3000 for the space", "Bearer\u3000" + proKey, fields},
+		{"Fields: U+2003 and a tab", "BEARER\u2003\t" + proKey, fields},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var served []string
+			edit := func(m map[string]any) { m["api_keys"] = map[string]any{HashKey(token): "pro"} }
+			f := newFixture(t, testConfig(t, edit), func(o *Options) {
+				o.Next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					served = append(served, tt.read(r.Header.Get("Authorization")))
+				})
+			})
+			for i := range 10 { // pro
+				w := httptest.NewRecorder()
+				f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"Authorization": {token}}))
+				if w.Code != http.StatusOK {
+					t.Fatalf("request %d: status %d", i, w.Code)
+				}
+			}
+			if got, want := tt.read(tt.value), strings.ToLower(token[:6])+token[6:]; got != want {
+				t.Fatalf("the origin reads %q as %q, the row wants %q", tt.value, got, want)
+			}
+			served = nil
+			w := httptest.NewRecorder()
+			f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"Authorization": {tt.value}}))
+			if w.Code != http.StatusTooManyRequests {
+				t.Errorf("%q after %q used up: status %d, want 429; the origin served it as %q", tt.value, token, w.Code, served)
+			}
+		})
+	}
+}
+
+// TestHashKeySchemeSeparator: the white space after a scheme is one space
+// whatever its characters; a 0xA0 or 0x85 byte inside a character (à, ą)
+// separates nothing.
+func TestHashKeySchemeSeparator(t *testing.T) {
+	sum := func(s string) string {
+		h := sha256.Sum256([]byte(s))
+		return hex.EncodeToString(h[:])
+	}
+	for _, tt := range []struct{ key, counted string }{
+		{"Bearer\u00a0k", "bearer k"},
+		{"Bearer \xa0\x85\u2003\tk", "bearer k"},
+		{"bearer\u3000k", "bearer k"},
+		{"X\u00e0Y", "X\u00e0Y"},
+		{"X\u0105Y", "X\u0105Y"},
+		{"Basic\u00e0 k", "basic\u00e0 k"},
+		{"\u00e0B k", "\u00e0b k"},
+		{"AB\u00a0", "AB\u00a0"}, // no credentials: as it is (trimKey drops the space first)
+	} {
+		if got, want := HashKey(tt.key), sum(tt.counted); got != want {
+			t.Errorf("HashKey(%q) is not the hash of %q", tt.key, tt.counted)
 		}
 	}
 }
