@@ -32,6 +32,13 @@ type Cell struct {
 	// which the Worker cancels 30 s after its response, so Owner is never
 	// refreshed: a newer request takes the flushes over (see handoffAfter).
 	Owner int64
+	// Gen is, for a counter made after the isolate evicted one of the same
+	// slot (or of one that lives as long) once a write of it had started,
+	// when it was made; 0 for any other cell. Such a counter writes a KV
+	// key of its own (kvKey), so that it does not overwrite the counts the
+	// evicted one wrote: every isolate's list, this one's included, goes on
+	// counting those.
+	Gen int64
 }
 
 // Globals is state that lives as long as the isolate (JS globalThis in the

@@ -8,7 +8,7 @@ import (
 func TestCellCodec(t *testing.T) {
 	cells := []Cell{
 		{},
-		{N: 12, Flushed: 10, At: 1795000000000, Busy: 1795000000500, Expires: 1795000120000, Owner: 1794999990000},
+		{N: 12, Flushed: 10, At: 1795000000000, Busy: 1795000000500, Expires: 1795000120000, Owner: 1794999990000, Gen: 1795000000700},
 		{N: -3, Expires: math.MaxInt64},
 	}
 	for _, c := range cells {
@@ -17,7 +17,7 @@ func TestCellCodec(t *testing.T) {
 			t.Errorf("decode(encode(%+v)) = %+v, %v", c, got, ok)
 		}
 	}
-	for _, bad := range []string{"", "1,2,3,4,5", "1,2,3,4,5,6,7", "1,2,x,4,5,6", "1,,3,4,5,6", "undefined"} {
+	for _, bad := range []string{"", "1,2,3,4,5,6", "1,2,3,4,5,6,7,8", "1,2,x,4,5,6,7", "1,,3,4,5,6,7", "undefined"} {
 		if c, ok := decodeCell(bad); ok {
 			t.Errorf("decodeCell(%q) = %+v, true; want false", bad, c)
 		}
@@ -25,9 +25,9 @@ func TestCellCodec(t *testing.T) {
 }
 
 func FuzzCellCodec(f *testing.F) {
-	f.Add(int64(1), int64(2), int64(3), int64(4), int64(5), int64(6))
-	f.Fuzz(func(t *testing.T, n, fl, at, busy, exp, owner int64) {
-		c := Cell{N: n, Flushed: fl, At: at, Busy: busy, Expires: exp, Owner: owner}
+	f.Add(int64(1), int64(2), int64(3), int64(4), int64(5), int64(6), int64(7))
+	f.Fuzz(func(t *testing.T, n, fl, at, busy, exp, owner, gen int64) {
+		c := Cell{N: n, Flushed: fl, At: at, Busy: busy, Expires: exp, Owner: owner, Gen: gen}
 		if got, ok := decodeCell(encodeCell(c)); !ok || got != c {
 			t.Errorf("round trip of %+v = %+v, %v", c, got, ok)
 		}

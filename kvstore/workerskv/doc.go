@@ -52,7 +52,10 @@
 // made-up keys would otherwise fill the isolate. A full isolate evicts the
 // cells that count least per unit of time first, each cell by itself
 // (memstore.NewLimited weighs an identity's counters together); an evicted
-// client's count in this isolate starts afresh if it comes back. Counts not
+// client's count in this isolate starts afresh if it comes back, written to
+// a KV key of its own (its isolate id followed by "." and the time it was
+// made), so that the evicted counter's written counts stay in KV, listed
+// with the other isolates'. Counts not
 // yet written to KV are evicted last, each logged; a counter being written,
 // or written within FlushInterval, is not evicted, and a take-back from an
 // evicted counter does nothing.

@@ -17,6 +17,23 @@ import (
 // one request's CPU. 50,000 cells are about 8.5 MB.
 const maxCells = 50_000
 
+// evictKey names the cell whose N is the latest Expires of a counter the
+// isolate has evicted after a write of it had started. A counter made anew
+// that expires no later may be one the isolate evicted, whose KV key holds
+// counts: it is given a Gen (newGen) and writes a key of its own. It is a
+// marker: never evicted, never swept.
+const evictKey = "evict|"
+
+// newGen returns the Gen of a counter made at ms that expires at expires
+// (Unix ms): ms when the isolate has evicted a written counter that lives
+// as long or longer (evictKey), else 0.
+func newGen(c Cells, expires, ms int64) int64 {
+	if e, _ := c.Get(evictKey); e.N != 0 && expires <= e.N {
+		return max(ms, 1)
+	}
+	return 0
+}
+
 // evictTo is what an eviction leaves, so that the next one comes only
 // after maxCells/10 new cells.
 const evictTo = maxCells - maxCells/10
@@ -26,13 +43,16 @@ const evictTo = maxCells - maxCells/10
 // count least per unit of time (a count over its bucket's length: a made-up
 // key counted once before a client that used its minute's quota), the one
 // expiring first on a tie. Listed sums are caches (an evicted one is listed
-// again) and counters written to KV lose nothing there; an evicted counter
-// starts afresh if its client comes back. Counters with counts not yet
+// again) and counters written to KV lose nothing there: if its client comes
+// back, its new counter starts afresh in the isolate and writes a KV key of
+// its own (evictKey), and the evicted one's key is listed with the other
+// isolates' (it wrote over it, and the counts were gone for every isolate
+// until the bucket ended). Counters with counts not yet
 // written to KV go last, and only with log, which names each and the counts
 // lost: Local passes nil and leaves them to the Store. Counters with a
 // write in flight or written within FlushInterval stay: the client's next
 // count would write a new counter's key at once, a second write within a
-// second. Markers (the clock, the sweeps) are never evicted.
+// second. Markers (the clock, the sweeps, evictKey) are never evicted.
 func bound(c Cells, ms int64, log Logger) {
 	if c.Len() <= maxCells {
 		return
@@ -74,13 +94,22 @@ func bound(c Cells, ms int64, log Logger) {
 		return
 	}
 	slices.Sort(rank)
+	var written int64 // the latest Expires of the written counters evicted
 	for _, r := range rank[:n] {
 		key := r[rankLen:]
-		if r[0] == '1' {
+		if strings.HasPrefix(key, KeyPrefix) {
 			cell, _ := c.Get(key)
-			log.Warn("workerskv: isolate full, unwritten counts evicted", "key", key, "n", cell.N-cell.Flushed)
+			if r[0] == '1' {
+				log.Warn("workerskv: isolate full, unwritten counts evicted", "key", key, "n", cell.N-cell.Flushed)
+			}
+			if cell.At != 0 {
+				written = max(written, cell.Expires)
+			}
 		}
 		c.Delete(key)
+	}
+	if e, _ := c.Get(evictKey); written > e.N {
+		c.Set(evictKey, Cell{N: written, Expires: math.MaxInt64})
 	}
 }
 

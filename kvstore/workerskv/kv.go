@@ -89,3 +89,14 @@ func ttl(expires, now time.Time) time.Duration {
 	d = (d + time.Second - 1).Truncate(time.Second)
 	return max(d, MinTTL)
 }
+
+// kvKey returns the KV key the counter with cell key key (SlotPrefix and
+// the isolate id) writes: key itself, or for a counter made again after an
+// eviction (Cell.Gen), key and "." and its Gen, which the isolate's next
+// counter of the slot, if evicted in turn, does not write over.
+func kvKey(key string, c Cell) string {
+	if c.Gen == 0 {
+		return key
+	}
+	return key + "." + strconv.FormatInt(c.Gen, 10)
+}

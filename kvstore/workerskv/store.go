@@ -321,10 +321,17 @@ func (s *Store) stale(sl kvstore.Slot, now time.Time, at int64) bool {
 	return ms-at >= s.listMs
 }
 
-// refresh lists the slot's keys and stores the other isolates' sum.
+// refresh lists the slot's keys and stores the sum of all but the one this
+// isolate's counter writes: the other isolates' keys, and this isolate's
+// keys of counters it evicted (Cell.Gen), which its counter does not hold.
 func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) error {
 	start := s.now().UnixMilli()
-	own := prefix + s.iso
+	own := "" // none: an isolate that holds no counter of the slot sums every key
+	s.g.Update(func(c Cells) {
+		if cell, ok := c.Get(prefix + s.iso); ok {
+			own = kvKey(prefix+s.iso, cell)
+		}
+	})
 	var sum int64
 	var err error
 	cursor := ""
@@ -389,6 +396,9 @@ func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []
 			if !ok && costs[i] < 0 {
 				continue // a take-back from a counter evicted since: no credit
 			}
+			if !ok {
+				cell.Gen = newGen(c, sl.Expires().UnixMilli(), ms)
+			}
 			cell.N = plus(cell.N, costs[i])
 			cell.Expires = max(cell.Expires, sl.Expires().UnixMilli())
 			if canTakeOver(cell, ms) {
@@ -447,6 +457,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 	for {
 		var total, wait, at int64
 		var expires time.Time
+		var kk string
 		put, followed := false, false
 		s.g.Update(func(c Cells) {
 			cell, ok := c.Get(key)
@@ -472,7 +483,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 				// for the counter's next request or the next sweep.
 				cell.Owner = 0
 			case wait == 0:
-				total, put, expires, at = cell.N, true, time.UnixMilli(cell.Expires), ms
+				total, put, expires, at, kk = cell.N, true, time.UnixMilli(cell.Expires), ms, kvKey(key, cell)
 				cell.At, cell.Busy = ms, ms
 			}
 			if follows && wait > 0 && ms < begin && begin < ms+wait {
@@ -490,7 +501,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 		if !put {
 			return
 		}
-		failures = s.write(ctx, key, total, expires, at, failures)
+		failures = s.write(ctx, key, kk, total, expires, at, failures)
 		if idle > 0 {
 			idle = 0
 		}
@@ -507,7 +518,7 @@ func follow(c Cells, key string, expires, owner, ms int64) bool {
 	cell, ok := c.Get(key)
 	switch {
 	case !ok:
-		cell.Expires = expires
+		cell.Expires, cell.Gen = expires, newGen(c, expires, ms)
 	case cell.Owner != 0, cell.Busy != 0 && ms-cell.Busy < staleBusy && ms >= cell.Busy:
 		return false
 	}
@@ -516,13 +527,14 @@ func follow(c Cells, key string, expires, owner, ms int64) bool {
 	return true
 }
 
-// write puts a counter's total, started at (Unix ms), records it as
-// written when the put succeeds, and returns the failed writes in a row.
-func (s *Store) write(ctx context.Context, key string, total int64, expires time.Time, at int64, failures int) int {
-	err := s.kv.Put(ctx, key, strconv.FormatInt(total, 10), total, ttl(expires, time.UnixMilli(at)))
+// write puts the total of the counter key to its KV key kk, started at
+// (Unix ms), records it as written when the put succeeds, and returns the
+// failed writes in a row.
+func (s *Store) write(ctx context.Context, key, kk string, total int64, expires time.Time, at int64, failures int) int {
+	err := s.kv.Put(ctx, kk, strconv.FormatInt(total, 10), total, ttl(expires, time.UnixMilli(at)))
 	if err != nil {
 		failures++
-		s.log.Warn("workerskv: write failed", "key", key, "failures", failures, "err", err)
+		s.log.Warn("workerskv: write failed", "key", kk, "failures", failures, "err", err)
 	} else {
 		failures = 0
 	}
