@@ -389,12 +389,13 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 			// The plan is not charged for a request the ip rules deny, but
 			// Retry-After must not come before the plan would admit it too:
 			// peek at the plan with the request's cost. A failed peek
-			// leaves the ip denial as it is, logged. (A preflight has no plan.)
+			// leaves the ip denial to wait for the plan's local rules
+			// alone, logged. (A preflight has no plan.)
 			if len(p.rules) == 0 {
 				return
 			}
 			if err := h.lim.PeekInto(ctx, now, id, p.rules, cost, &v.res); err != nil {
-				v.setAside(err, "ip_limits decided alone, without the plan's wait", id)
+				h.peekLocal(ctx, now, id, p, cost, err, v)
 				return
 			}
 			v.add(&v.res)
@@ -481,6 +482,31 @@ func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID stri
 	if v.aside == nil {
 		v.setAside(ipErr, "the plan decided alone, without ip_limits", ipID)
 	}
+}
+
+// peekLocal decides by p's local rules alone a request the ip rules
+// denied, when the peek at the whole plan failed with err (its shared
+// rules' store): the local rules are in memory, and a retry they would
+// refuse must not be invited before they admit it. Told the ip rules' wait
+// alone, a client behind a plan's used-up flood guard met the plan's 429
+// at its retry. The shared rules are left undecided (zero decisions: no
+// items), and err is set aside.
+func (h *Handler) peekLocal(ctx context.Context, now time.Time, id string, p *plan, cost int64, err error, v *verdict) {
+	if len(p.localRules) == 0 || h.lim.PeekInto(ctx, now, id, p.localRules, cost, &v.res) != nil {
+		v.setAside(err, "ip_limits decided alone, without the plan's wait", id)
+		return
+	}
+	j := 0
+	for _, r := range p.rules {
+		v.ds[v.n] = window.Decision{}
+		if r.Local {
+			v.ds[v.n] = v.res.Rules[j]
+			j++
+		}
+		v.n++
+	}
+	v.deciding = window.Combine(v.ds[:v.n])
+	v.setAside(err, "ip_limits and the plan's local rules decided, without the plan's shared rules' wait", id)
 }
 
 // refundContext returns the context of a refund after a check on ctx, for
