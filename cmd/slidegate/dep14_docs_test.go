@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slidegate/slidegate/kvstore/dynamostore"
 )
@@ -46,5 +51,57 @@ func TestReadmeNamesDynamoDBActions(t *testing.T) {
 				t.Errorf("README's Command line section does not name %s, which serve --store dynamodb --create-table calls", action)
 			}
 		})
+	}
+}
+
+// TestReadmeServeFlags: every flag of serve is in the README's synopsis,
+// and where the Command line section gives a flag's default ("`--listen`
+// (default `127.0.0.1:8080`"), it is the flag's.
+func TestReadmeServeFlags(t *testing.T) {
+	section := readmeCommandLine(t)
+	var help bytes.Buffer
+	if err := serve(context.Background(), []string{"-h"}, io.Discard, &help); err != nil {
+		t.Fatal(err)
+	}
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+	defaultOf := regexp.MustCompile(`\(default "?([^")]*)"?\)\s*$`)
+	lines := strings.Split(help.String(), "\n")
+	synopsis, _, _ := strings.Cut(section, "```\n\n")
+	found := 0
+	for i, line := range lines {
+		m := flagLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		found++
+		name := m[1]
+		t.Run(name, func(t *testing.T) {
+			if !strings.Contains(synopsis, "--"+name) {
+				t.Errorf("README's synopsis has no --%s", name)
+			}
+			d := defaultOf.FindStringSubmatch(lines[i+1])
+			j := strings.Index(section, "`--"+name+"`")
+			if d == nil || j < 0 {
+				return
+			}
+			near := section[j:min(len(section), j+80)]
+			_, said, ok := strings.Cut(near, "(default ")
+			if !ok {
+				return
+			}
+			said = strings.NewReplacer("`", "", ",", "").Replace(strings.FieldsFunc(said, func(r rune) bool { return r == ';' || r == ')' || r == ' ' })[0])
+			if got, err := time.ParseDuration(d[1]); err == nil {
+				if want, err := time.ParseDuration(said); err != nil || want != got {
+					t.Errorf("README gives --%s the default %q, the flag's is %s", name, said, got)
+				}
+				return
+			}
+			if said != d[1] {
+				t.Errorf("README gives --%s the default %q, the flag's is %q", name, said, d[1])
+			}
+		})
+	}
+	if found < 10 {
+		t.Fatalf("found %d flags in serve -h:\n%s", found, help.String())
 	}
 }
