@@ -67,7 +67,8 @@ const (
 	// writes to them instead of starting their own.
 	lingerPolls = 2
 	// maxListPages bounds one refresh: 1,000 keys a page is far more
-	// isolates than one slot sees.
+	// isolates than one slot sees. A slot with more keys is summed from
+	// the first pages, and the cut is logged.
 	maxListPages = 10
 	// maxPutFailures is how many failed writes in a row a flush tries
 	// before it stops until the next Add of the counter or the next sweep.
@@ -334,7 +335,7 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 	})
 	var sum int64
 	var err error
-	cursor := ""
+	cursor, cut := "", true
 	for range maxListPages {
 		var p Page
 		if p, err = s.kv.List(ctx, prefix, cursor); err != nil {
@@ -347,6 +348,7 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 			}
 		}
 		if p.Done || p.Cursor == "" {
+			cut = false
 			break
 		}
 		cursor = p.Cursor
@@ -370,6 +372,11 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 		cell.Expires = sl.Expires().UnixMilli()
 		c.Set(sumKey(prefix), cell)
 	})
+	if err == nil && cut {
+		// The keys after the last page are not counted: the client is
+		// counted short in this isolate, and should be known to be.
+		s.log.Warn("workerskv: list cut short, later keys not counted", "prefix", prefix, "pages", maxListPages, "n", sum)
+	}
 	return err
 }
 
