@@ -114,7 +114,7 @@ func hashKey(key string, out *[64]byte) {
 func withScheme(dst []byte, key string) []byte {
 	as := unsafe.Slice(unsafe.StringData(key), len(key))
 	i := 0
-	for i < len(key) && spaceLen(key[i:]) == 0 {
+	for i < len(key) && sepLen(key[i:]) == 0 {
 		if key[i] < utf8.RuneSelf {
 			i++
 		} else {
@@ -126,7 +126,7 @@ func withScheme(dst []byte, key string) []byte {
 		return as
 	}
 	j := i
-	for n := spaceLen(key[j:]); n > 0; n = spaceLen(key[j:]) {
+	for n := sepLen(key[j:]); n > 0; n = sepLen(key[j:]) {
 		j += n
 	}
 	lower := j == i+1 && key[i] == ' '
@@ -414,6 +414,16 @@ func trimKey(v string) string {
 		v = v[:len(v)-n]
 	}
 	return v
+}
+
+// sepLen is spaceLen for the separator after a scheme: of ASCII, only a
+// space or a tab (no header carries another; the check API's "a\nb",
+// which hash-key warns of, stays what it was).
+func sepLen(s string) int {
+	if s != "" && s[0] < utf8.RuneSelf && s[0] != ' ' && s[0] != '\t' {
+		return 0
+	}
+	return spaceLen(s)
 }
 
 // spaceLen returns the length of the white space character (keySpace) s
