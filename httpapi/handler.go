@@ -470,14 +470,7 @@ func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID stri
 	case h.lim.PeekInto(ctx, now, ipID, h.ipLocal, cost, &v.res) == nil:
 		// The local ip rules keep the count: Retry-After must not come
 		// before they admit the retry too, as settleIP makes sure.
-		j := 0
-		for i, r := range h.ipRules[:nIP] {
-			if r.Local {
-				v.ds[i] = v.res.Rules[j]
-				j++
-			}
-		}
-		v.deciding = window.Combine(v.ds[:v.n])
+		v.putLocal(h.ipRules[:nIP], 0)
 	}
 	if v.aside == nil {
 		v.setAside(ipErr, "the plan decided alone, without ip_limits", ipID)
@@ -496,17 +489,25 @@ func (h *Handler) peekLocal(ctx context.Context, now time.Time, id string, p *pl
 		v.setAside(err, "ip_limits decided alone, without the plan's wait", id)
 		return
 	}
+	from := v.n
+	v.n += len(p.rules)
+	clear(v.ds[from:v.n])
+	v.putLocal(p.rules, from)
+	v.setAside(err, "ip_limits and the plan's local rules decided, without the plan's shared rules' wait", id)
+}
+
+// putLocal puts the decisions of a check of the local rules among rules
+// alone (v.res) in their places in v.ds, where rules' decisions begin at
+// from, and combines v.ds again. The other places keep what they hold.
+func (v *verdict) putLocal(rules []limiter.Rule, from int) {
 	j := 0
-	for _, r := range p.rules {
-		v.ds[v.n] = window.Decision{}
+	for i, r := range rules {
 		if r.Local {
-			v.ds[v.n] = v.res.Rules[j]
+			v.ds[from+i] = v.res.Rules[j]
 			j++
 		}
-		v.n++
 	}
 	v.deciding = window.Combine(v.ds[:v.n])
-	v.setAside(err, "ip_limits and the plan's local rules decided, without the plan's shared rules' wait", id)
 }
 
 // refundContext returns the context of a refund after a check on ctx, for
@@ -561,6 +562,11 @@ func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, 
 			// Not decided again: the ip rules' items are those of their
 			// admission (with the count, taken back or not).
 			v.setAside(err, "ip_limits items as they admitted the request", ipID)
+		}
+		// But for the local ones, in memory: with a count they keep, the
+		// plan's wait alone invited a retry they refused.
+		if len(h.ipLocal) > 0 && h.lim.PeekInto(ctx, now, ipID, h.ipLocal, cost, &v.res) == nil {
+			v.putLocal(ipRules, 0)
 		}
 		return
 	}
