@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// samGenerated returns the logical ids SAM's transform makes for the
+// template's functions that the template may refer to: each function's
+// Function URL and role, and the implicit HTTP API of HttpApi events.
+func samGenerated(tpl map[string]any) []string {
+	ids := []string{"ServerlessHttpApi"}
+	for _, fn := range resources(tpl, "AWS::Serverless::Function") {
+		ids = append(ids, fn+"Url", fn+"Role")
+	}
+	return ids
+}
+
+// refTargets returns every name the template refers to, by where: !Ref x,
+// !GetAtt x.attr, and ${x} or ${x.attr} in !Sub.
+func refTargets(v any, at string, out map[string]string) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			switch k {
+			case "Ref":
+				if s, ok := e.(string); ok {
+					out[s] = at
+				}
+			case "Fn::GetAtt":
+				if l, ok := e.([]any); ok && len(l) > 0 {
+					out[fmt.Sprint(l[0])] = at
+				}
+			case "Fn::Sub":
+				s, _ := e.(string)
+				for _, m := range regexp.MustCompile(`\$\{([^}!]+)\}`).FindAllStringSubmatch(s, -1) {
+					name, _, _ := strings.Cut(m[1], ".")
+					out[name] = at
+				}
+			}
+			refTargets(e, at+"."+k, out)
+		}
+	case []any:
+		for i, e := range v {
+			refTargets(e, fmt.Sprintf("%s[%d]", at, i), out)
+		}
+	}
+}
+
+// TestTemplateReferencesExist: every !Ref, !GetAtt and !Sub of
+// template.yaml names a parameter, a resource, one SAM makes for the
+// function, or a pseudo parameter; CloudFormation refuses the stack
+// otherwise, which no test here would have seen (cfn-lint does, when it is
+// installed).
+func TestTemplateReferencesExist(t *testing.T) {
+	tpl := loadTemplate(t)
+	known := samGenerated(tpl)
+	for _, section := range []string{"Parameters", "Resources"} {
+		m, _ := tpl[section].(map[string]any)
+		for k := range m {
+			known = append(known, k)
+		}
+	}
+	targets := map[string]string{}
+	refTargets(tpl, "", targets)
+	if len(targets) < 5 {
+		t.Fatalf("found %d references in template.yaml: %v", len(targets), targets)
+	}
+	for name, where := range targets {
+		if !slices.Contains(known, name) && !strings.HasPrefix(name, "AWS::") {
+			t.Errorf("%s refers to %q, which the template does not define", where, name)
+		}
+	}
+}
+
+// TestTemplateParametersAsDocumented: each parameter of template.yaml is
+// used, as the function's environment variable docs/lambda.md pairs it
+// with: SLIDEGATE_CONFIG set from OriginUrl (or a parameter left unused)
+// deploys without a word, and every instance then fails its init.
+func TestTemplateParametersAsDocumented(t *testing.T) {
+	tpl := loadTemplate(t)
+	doc, err := os.ReadFile("../docs/lambda.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\s*\\| `([A-Za-z]+)` \\| `([A-Z_]+)` \\|")
+	documented := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(string(doc), -1) {
+		documented[m[1]] = m[2]
+	}
+	params, _ := tpl["Parameters"].(map[string]any)
+	if len(params) == 0 {
+		t.Fatal("template.yaml has no Parameters")
+	}
+	fn := resources(tpl, "AWS::Serverless::Function")
+	if len(fn) != 1 {
+		t.Fatalf("want one function, got %v", fn)
+	}
+	vars, _ := at(tpl, "Resources", fn[0], "Properties", "Environment", "Variables").(map[string]any)
+	for p := range params {
+		env, ok := documented[p]
+		if !ok {
+			t.Errorf("parameter %s is not in docs/lambda.md's table of parameters", p)
+			continue
+		}
+		if got, want := vars[env], map[string]any{"Ref": p}; !same(got, want) {
+			t.Errorf("%s = %v, want %v (docs/lambda.md)", env, got, want)
+		}
+	}
+	for p := range documented {
+		if _, ok := params[p]; !ok {
+			t.Errorf("docs/lambda.md documents parameter %s, which template.yaml does not have", p)
+		}
+	}
+}
