@@ -113,13 +113,20 @@ func hashKey(key string, out *[64]byte) {
 // with strings.Fields did.
 func withScheme(dst []byte, key string) []byte {
 	as := unsafe.Slice(unsafe.StringData(key), len(key))
-	i := 0
-	for i < len(key) && sepLen(key[i:]) == 0 {
-		if key[i] < utf8.RuneSelf {
-			i++
-		} else {
-			_, n := utf8.DecodeRuneInString(key[i:])
-			i += n
+	i := strings.IndexAny(key, " \t")
+	if i < 0 {
+		i = len(key)
+	}
+	if k := nonASCII(key[:i]); k >= 0 {
+		// A Unicode separator may come first: step by character, so
+		// that the 0xA0 byte of an à is no space.
+		for i = k; i < len(key) && sepLen(key[i:]) == 0; {
+			if key[i] < utf8.RuneSelf {
+				i++
+			} else {
+				_, n := utf8.DecodeRuneInString(key[i:])
+				i += n
+			}
 		}
 	}
 	if i == 0 || i == len(key) {
@@ -414,6 +421,17 @@ func trimKey(v string) string {
 		v = v[:len(v)-n]
 	}
 	return v
+}
+
+// nonASCII returns the index of the first byte of s that is not ASCII, or
+// -1.
+func nonASCII(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return i
+		}
+	}
+	return -1
 }
 
 // sepLen is spaceLen for the separator after a scheme: of ASCII, only a
