@@ -98,6 +98,13 @@ func syntaxError(data []byte, err error) error {
 		line, col := position(data, se.Offset)
 		return &FieldError{Field: fmt.Sprintf("line %d, column %d", line, col), Err: because(ErrSyntax, "invalid JSON: %s", wholeRune(data, se))}
 	}
+	if at := invalidUTF8(data); at >= 0 {
+		// jsonv names no place for it; in a file of hundreds of lines,
+		// one character saved in Latin-1 or Windows-1252 ("Zürich"
+		// written by an editor that does not save UTF-8) was a hunt.
+		line, col := position(data, int64(at))
+		return &FieldError{Field: fmt.Sprintf("line %d, column %d", line, col), Err: because(ErrSyntax, "invalid JSON: invalid UTF-8 (byte 0x%02X; save the configuration as UTF-8)", data[at])}
+	}
 	return &FieldError{Field: "(document)", Err: because(ErrSyntax, "invalid JSON: %s", se.Msg)}
 }
 
@@ -114,6 +121,19 @@ func position(data []byte, off int64) (line, col int) {
 	}
 	col++
 	return line, col
+}
+
+// invalidUTF8 returns the offset of the first byte of data that is not
+// part of a UTF-8 character, or -1.
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, n := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
 }
 
 // wholeRune names the character a syntax error is about when it is not

@@ -1,0 +1,274 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/internal/jsonv"
+)
+
+// fuzz14Seeds are the documents the fuzz targets below start from: every
+// fixture, the example, and a configuration that sets every field.
+func fuzz14Seeds(f *testing.F) {
+	files, _ := filepath.Glob("testdata/invalid/*.json")
+	files = append(files, "../examples/config.json")
+	for _, name := range files {
+		if doc, err := os.ReadFile(name); err == nil {
+			f.Add(doc)
+		}
+	}
+	f.Add([]byte(`{"plans": {"free": {"limits": [{"name": "minute", "limit": 60, "window": "1m", "scope": "local"}], "upgrade_url": "https://example.com/up"},
+  "pro": {"limits": [{"name": "m", "limit": 600, "window": "60s"}]}},
+ "default_plan": "free", "api_keys": {"` + strings.Repeat("ab", 32) + `": "pro"},
+ "identity": {"headers": ["X-API-Key"], "trusted_proxies": ["10.0.0.0/8", "::ffff:192.168.0.0/112", "2001:db8::1"], "ipv6_prefix": 48, "unlisted_keys": "ip"},
+ "ip_limits": [{"name": "ip", "limit": 50, "window": "1s"}],
+ "costs": [{"method": "POST", "path_prefix": "/v1/search", "cost": 5}, {"path_prefix": "/v1/", "cost": 2}],
+ "count_denied": true, "shadow": true, "on_store_error": "deny", "store_timeout": "1.5s", "check_token": "tok-123",
+ "cors_origins": ["https://app.example.com", "*"]}`))
+}
+
+// FuzzConfigRoundTrip: a configuration that parses obeys every bound the
+// README documents (checked here independently of Validate), and written
+// out again as JSON it parses to the same configuration. One that does not
+// parse is a *FieldError naming a field, the same one each time, that
+// shows neither the check token nor a raw API key; a document that is not
+// UTF-8 is refused at the line and column of its first bad byte.
+func FuzzConfigRoundTrip(f *testing.F) {
+	fuzz14Seeds(f)
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		c, err := Parse(doc)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field == "" || fe.Err == nil {
+				t.Fatalf("error %v (%T) names no field", err, err)
+			}
+			if at := invalidUTF8(bytes.TrimPrefix(doc, []byte("\ufeff"))); at >= 0 && len(doc) <= MaxSize && !strings.HasPrefix(fe.Field, "line ") {
+				t.Fatalf("invalid UTF-8 at byte %d, error %q names no line", at, err)
+			}
+			if _, again := Parse(doc); again == nil || again.Error() != err.Error() {
+				t.Fatalf("parsed twice: %v, then %v", err, again)
+			}
+			for _, s := range fuzz14Secrets(doc) {
+				if strings.Contains(err.Error(), s) {
+					t.Fatalf("error %q shows the secret %q", err, s)
+				}
+			}
+			return
+		}
+		if why := fuzz14Bounds(c); why != "" {
+			t.Fatalf("accepted %s\n%s", why, doc)
+		}
+		out, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c2, err := Parse(out)
+		if err != nil {
+			t.Fatalf("re-marshalled configuration does not parse: %v\n%s\nfrom\n%s", err, out, doc)
+		}
+		if !reflect.DeepEqual(c, c2) {
+			t.Fatalf("round trip changed the configuration:\n%+v\n%+v\n%s", c, c2, out)
+		}
+	})
+}
+
+// fuzz14Secrets returns the check token and the api_keys entries that are
+// not hashes (raw keys pasted there), of 8 bytes or more, when doc is an
+// object that has them.
+func fuzz14Secrets(doc []byte) []string {
+	tree, err := jsonv.Parse(doc)
+	if err != nil {
+		return nil
+	}
+	m, _ := tree.(map[string]any)
+	var out []string
+	if s, ok := m["check_token"].(string); ok && len(s) >= 8 {
+		out = append(out, s)
+	}
+	keys, _ := m["api_keys"].(map[string]any)
+	for k := range keys {
+		if len(k) >= 8 && !isHash(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// fuzz14Bounds returns what in c breaks a bound the README's
+// configuration reference documents, or "".
+func fuzz14Bounds(c *Config) string {
+	name := func(s string) bool {
+		if len(s) < 1 || len(s) > 64 {
+			return false
+		}
+		return strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") == ""
+	}
+	smallest := int64(MaxLimit)
+	limits := func(at string, ls []Limit, plan bool, taken map[string]bool) string {
+		if plan && len(ls) == 0 || len(ls) > MaxRules {
+			return at + ": " + strconv.Itoa(len(ls)) + " limits"
+		}
+		seen := map[string]bool{}
+		for _, l := range ls {
+			d, err := time.ParseDuration(l.Window)
+			switch {
+			case !name(l.Name) || seen[l.Name] || taken[l.Name]:
+				return at + " name " + l.Name
+			case l.Limit < 1 || l.Limit > 999_999_999_999_999:
+				return at + " limit"
+			case err != nil || d < time.Second || d%time.Second != 0 || d > 8784*time.Hour:
+				return at + " window " + l.Window
+			case l.Scope != "shared" && l.Scope != "local":
+				return at + " scope " + l.Scope
+			}
+			seen[l.Name] = true
+			smallest = min(smallest, l.Limit)
+		}
+		return ""
+	}
+	ipNames := map[string]bool{}
+	if why := limits("ip_limits", c.IPLimits, false, nil); why != "" {
+		return why
+	}
+	for _, l := range c.IPLimits {
+		ipNames[l.Name] = true
+	}
+	if len(c.Plans) == 0 {
+		return "no plans"
+	}
+	for n, p := range c.Plans {
+		if !name(n) {
+			return "plan name " + n
+		}
+		if why := limits("plans."+n, p.Limits, true, ipNames); why != "" {
+			return why
+		}
+		if p.UpgradeURL != "" {
+			u, err := url.Parse(p.UpgradeURL)
+			if err != nil || !u.IsAbs() || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
+				return "upgrade_url " + p.UpgradeURL
+			}
+		}
+	}
+	if _, ok := c.Plans[c.DefaultPlan]; !ok {
+		return "default_plan " + c.DefaultPlan
+	}
+	for k, p := range c.APIKeys {
+		if _, ok := c.Plans[p]; !ok || len(k) != 64 || strings.Trim(k, "0123456789abcdef") != "" {
+			return "api_keys entry " + k
+		}
+	}
+	for i, h := range c.Identity.Headers {
+		if h == "" || strings.Trim(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") != "" || strings.EqualFold(h, "host") {
+			return "header " + h
+		}
+		for _, hop := range []string{"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade"} {
+			if strings.EqualFold(h, hop) {
+				return "hop-by-hop header " + h
+			}
+		}
+		for _, prev := range c.Identity.Headers[:i] {
+			if strings.EqualFold(strings.ReplaceAll(prev, "-", "_"), strings.ReplaceAll(h, "-", "_")) {
+				return "headers one to CGI " + prev + " " + h
+			}
+		}
+	}
+	for _, s := range c.Identity.TrustedProxies {
+		if a, err := netip.ParseAddr(s); err == nil {
+			if a.Zone() != "" {
+				return "trusted proxy with a zone " + s
+			}
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		bits := p.Bits()
+		if err == nil && p.Addr().Is4In6() {
+			bits -= 96
+		}
+		if err != nil || bits <= 0 {
+			return "trusted proxy " + s
+		}
+	}
+	if p := c.Identity.IPv6Prefix; p < 1 || p > 128 {
+		return "ipv6_prefix"
+	}
+	if u := c.Identity.UnlistedKeys; u != "key" && u != "ip" {
+		return "unlisted_keys " + u
+	}
+	for i, r := range c.Costs {
+		p := r.PathPrefix
+		switch {
+		case r.Method != "" && (strings.ToUpper(r.Method) != r.Method || strings.Trim(r.Method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~") != ""):
+			return "cost method " + r.Method
+		case !strings.HasPrefix(p, "/") || strings.ContainsAny(p, "%?#") || strings.Contains(p, "//") || strings.Contains(p, "/./") ||
+			strings.Contains(p, "/../") || strings.HasSuffix(p, "/.") || strings.HasSuffix(p, "/.."):
+			return "cost path_prefix " + p
+		case r.Cost < 1 || r.Cost > smallest:
+			return "cost of " + p
+		}
+		for _, e := range c.Costs[:i] {
+			if strings.HasPrefix(p, e.PathPrefix) && (e.Method == "" || e.Method == r.Method || e.Method == "GET" && r.Method == "HEAD") {
+				return "cost entry covered by an earlier one: " + p
+			}
+		}
+	}
+	if c.OnStoreError != "allow" && c.OnStoreError != "deny" {
+		return "on_store_error " + c.OnStoreError
+	}
+	if d, err := time.ParseDuration(c.StoreTimeout); err != nil || d <= 0 {
+		return "store_timeout " + c.StoreTimeout
+	}
+	for i := 0; i < len(c.CheckToken); i++ {
+		if b := c.CheckToken[i]; b <= ' ' || b > '~' {
+			return "check_token byte"
+		}
+	}
+	for _, o := range c.CORSOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Scheme+"://"+u.Host != o || o != strings.ToLower(o) ||
+			strings.HasSuffix(o, ":") || strings.HasSuffix(o, ":443") && u.Scheme == "https" || strings.HasSuffix(o, ":80") && u.Scheme == "http" {
+			return "cors origin " + o
+		}
+	}
+	return ""
+}
+
+// TestInvalidUTF8Located: a configuration that is not UTF-8 (a character
+// saved in Latin-1 or Windows-1252) is refused at the line and column of
+// its first bad byte, as every other syntax error is, not as
+// "(document): invalid JSON: invalid UTF-8", which left the operator of a
+// long file to hunt for it.
+func TestInvalidUTF8Located(t *testing.T) {
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"Latin-1 in a value", "{\n  \"plans\": {\"free\": {\"upgrade_url\": \"https://example.com/z\xfcrich\"}}\n}",
+			"config: line 2, column 59: invalid JSON: invalid UTF-8 (byte 0xFC; save the configuration as UTF-8)"},
+		{"first byte", "\xff{}", "config: line 1, column 1: invalid JSON: invalid UTF-8 (byte 0xFF; save the configuration as UTF-8)"},
+		{"after characters", "{\"check_token\": \"\u00e9\u00e9\", \"\x80\": 1}",
+			"config: line 1, column 24: invalid JSON: invalid UTF-8 (byte 0x80; save the configuration as UTF-8)"},
+		{"after a byte order mark", "\ufeff{\n\"shadow\": \xe9}", "config: line 2, column 11: invalid JSON: invalid UTF-8 (byte 0xE9; save the configuration as UTF-8)"},
+		{"truncated character", "{\"shadow\": true}\n\xe2\x82", "config: line 2, column 1: invalid JSON: invalid UTF-8 (byte 0xE2; save the configuration as UTF-8)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if err == nil || err.Error() != tt.want || !errors.Is(err, ErrSyntax) {
+				t.Errorf("Parse: %v\nwant %s", err, tt.want)
+			}
+		})
+	}
+}
