@@ -24,28 +24,35 @@ func TestLikeSlog(t *testing.T) {
 		{"path", "/v1/<search>&\u2028", "n", int32(-3), "nothing", nil},
 	}
 	for _, args := range records {
-		var mine, theirs bytes.Buffer
-		jsonlog.New(&mine, nil).Warn("store error", args...)
-		noTime := func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{}
-			}
-			return a
+		likeSlog(t, "store error", args)
+	}
+}
+
+// likeSlog logs msg and args through jsonlog and slog's JSONHandler and
+// expects one line of JSON with the same members.
+func likeSlog(t *testing.T, msg string, args []any) {
+	t.Helper()
+	var mine, theirs bytes.Buffer
+	jsonlog.New(&mine, nil).Warn(msg, args...)
+	noTime := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
 		}
-		slog.New(slog.NewJSONHandler(&theirs, &slog.HandlerOptions{ReplaceAttr: noTime})).Warn("store error", args...)
-		var got, want map[string]any
-		if err := json.Unmarshal(mine.Bytes(), &got); err != nil {
-			t.Fatalf("jsonlog wrote %q: %v", mine.String(), err)
-		}
-		if err := json.Unmarshal(theirs.Bytes(), &want); err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Errorf("jsonlog: %s\n   slog: %s", mine.String(), theirs.String())
-		}
-		if !strings.HasSuffix(mine.String(), "}\n") || strings.Count(mine.String(), "\n") != 1 {
-			t.Errorf("not one line: %q", mine.String())
-		}
+		return a
+	}
+	slog.New(slog.NewJSONHandler(&theirs, &slog.HandlerOptions{ReplaceAttr: noTime})).Warn(msg, args...)
+	var got, want map[string]any
+	if err := json.Unmarshal(mine.Bytes(), &got); err != nil {
+		t.Fatalf("jsonlog wrote %q: %v", mine.String(), err)
+	}
+	if err := json.Unmarshal(theirs.Bytes(), &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("jsonlog: %s\n   slog: %s", mine.String(), theirs.String())
+	}
+	if !strings.HasSuffix(mine.String(), "}\n") || strings.Count(mine.String(), "\n") != 1 {
+		t.Errorf("not one line: %q", mine.String())
 	}
 }
 
