@@ -272,3 +272,47 @@ func TestInvalidUTF8Located(t *testing.T) {
 		})
 	}
 }
+
+// FuzzCostsCovered: of a list of routes, the first one that an earlier
+// route matches first for every request it matches (the earlier prefix
+// starts its prefix; the earlier method is empty, the same, or GET for its
+// HEAD) is refused, naming the first such earlier route; a list without one
+// is accepted. Checked against every pair of routes.
+func FuzzCostsCovered(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5})
+	f.Add([]byte{10, 3, 9, 2, 1, 2, 4, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		methods := []string{"", "GET", "HEAD", "POST"}
+		prefixes := []string{"/", "/a", "/a/", "/ab", "/a/b", "/b", "/ab/", "/a/b/c", "/a b", "/a/bc"}
+		var costs []Cost
+		for i := 0; i+1 < len(data) && len(costs) < 12; i += 2 {
+			costs = append(costs, Cost{Method: methods[int(data[i])%len(methods)], PathPrefix: prefixes[int(data[i+1])%len(prefixes)], Cost: 1})
+		}
+		doc, err := json.Marshal(map[string]any{"costs": costs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		covers := func(e, r Cost) bool {
+			return strings.HasPrefix(r.PathPrefix, e.PathPrefix) && (e.Method == "" || e.Method == r.Method || e.Method == "GET" && r.Method == "HEAD")
+		}
+		bad, by := -1, -1
+	find:
+		for i, r := range costs {
+			for k, e := range costs[:i] {
+				if covers(e, r) {
+					bad, by = i, k
+					break find
+				}
+			}
+		}
+		_, err = Parse(doc)
+		var fe *FieldError
+		switch {
+		case bad < 0 && err != nil:
+			t.Fatalf("%s: %v, want it accepted", doc, err)
+		case bad < 0:
+		case !errors.As(err, &fe) || fe.Field != "costs["+strconv.Itoa(bad)+"].path_prefix" || !strings.Contains(err.Error(), "costs["+strconv.Itoa(by)+"] ("):
+			t.Fatalf("%s: %v, want costs[%d] refused as covered by costs[%d]", doc, err, bad, by)
+		}
+	})
+}
