@@ -17,21 +17,31 @@ import (
 // one request's CPU. 50,000 cells are about 8.5 MB.
 const maxCells = 50_000
 
-// evictKey names the cell whose N is the latest Expires of a counter the
-// isolate has evicted after a write of it had started. A counter made anew
-// that expires no later may be one the isolate evicted, whose KV key holds
-// counts: it is given a Gen (newGen) and writes a key of its own. It is a
-// marker: never evicted, never swept.
+// evictKey names the cell whose N is the latest Expires of a listed sum,
+// or of a counter after a write of it had started, that the isolate has
+// evicted. A counter made anew that expires no later may be one the
+// isolate evicted, whose KV key holds counts: it is given a Gen (newGen)
+// and writes a key of its own. A sum missing that expires no later may
+// have been evicted (Store.evictedSum). It is a marker: never evicted, never
+// swept.
 const evictKey = "evict|"
 
 // newGen returns the Gen of a counter made at ms that expires at expires
-// (Unix ms): ms when the isolate has evicted a written counter that lives
-// as long or longer (evictKey), else 0.
+// (Unix ms): ms when it may be one the isolate evicted (mayBeEvicted), else
+// 0.
 func newGen(c Cells, expires, ms int64) int64 {
-	if e, _ := c.Get(evictKey); e.N != 0 && expires <= e.N {
+	if mayBeEvicted(c, expires) {
 		return max(ms, 1)
 	}
 	return 0
+}
+
+// mayBeEvicted reports whether the isolate has evicted a written counter or
+// a sum that lives as long as a cell that expires at expires, or longer
+// (evictKey): a cell that expires so and is missing may have been evicted.
+func mayBeEvicted(c Cells, expires int64) bool {
+	e, _ := c.Get(evictKey)
+	return e.N != 0 && expires <= e.N
 }
 
 // evictTo is what an eviction leaves, so that the next one comes only
@@ -94,22 +104,26 @@ func bound(c Cells, ms int64, log Logger) {
 		return
 	}
 	slices.Sort(rank)
-	var written int64 // the latest Expires of the written counters evicted
+	var marked int64 // evictKey's N after this eviction
 	for _, r := range rank[:n] {
 		key := r[rankLen:]
-		if strings.HasPrefix(key, KeyPrefix) {
+		switch {
+		case strings.HasPrefix(key, KeyPrefix):
 			cell, _ := c.Get(key)
 			if r[0] == '1' {
 				log.Warn("workerskv: isolate full, unwritten counts evicted", "key", key, "n", cell.N-cell.Flushed)
 			}
 			if cell.At != 0 {
-				written = max(written, cell.Expires)
+				marked = max(marked, cell.Expires)
 			}
+		case strings.HasPrefix(key, "sum|"):
+			cell, _ := c.Get(key)
+			marked = max(marked, cell.Expires)
 		}
 		c.Delete(key)
 	}
-	if e, _ := c.Get(evictKey); written > e.N {
-		c.Set(evictKey, Cell{N: written, Expires: math.MaxInt64})
+	if e, _ := c.Get(evictKey); marked > e.N {
+		c.Set(evictKey, Cell{N: marked, Expires: math.MaxInt64})
 	}
 }
 

@@ -211,7 +211,7 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 			sum, ok := c.Get(sumKey(p))
 			counts[i] = addCount(own.N, sum.N)
 			busy := sum.Busy != 0 && ms-sum.Busy < staleBusy
-			coldList := !ok && now.Sub(window.Start(sl.Bucket, sl.Length)) >= time.Duration(s.listMs)*time.Millisecond
+			coldList := !ok && now.Sub(window.Start(sl.Bucket, sl.Length)) >= time.Duration(s.listMs)*time.Millisecond && !s.evictedSum(c, p, sl)
 			switch {
 			case busy:
 			case (sum.At == 0 && !coldList || sum.At != 0 && s.stale(sl, now, sum.At)) && !s.hold(c, ms):
@@ -267,6 +267,30 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 		return fmt.Errorf("workerskv: load: %w", err)
 	}
 	return nil
+}
+
+// evictedSum reports whether the missing sum of slot sl (key prefix p) was
+// evicted (bound): the isolate has evicted such cells, and has counted the
+// identity in the slot or in the bucket after it, when the client's first
+// request in that bucket listed the slot's sum (or started its list). Such
+// a sum is listed behind, as a stale one is. Listed in the request, as for
+// a client new to the isolate, it made each client the isolate serves wait
+// for KV again after each eviction, a store error whenever KV lists
+// outlasted store_timeout.
+func (s *Store) evictedSum(c Cells, p string, sl kvstore.Slot) bool {
+	if !mayBeEvicted(c, sl.Expires().UnixMilli()) {
+		return false
+	}
+	key := p + s.iso
+	if cell, _ := c.Get(key); cell.N != 0 {
+		return true
+	}
+	next, _, _, ok := nextKey(key)
+	if !ok {
+		return false
+	}
+	cell, _ := c.Get(next)
+	return cell.N != 0
 }
 
 // Peek implements kvstore.Peeker: counts[i] is this isolate's total of
