@@ -138,3 +138,30 @@ func TestTemplateCfnLint(t *testing.T) {
 		t.Errorf("cfn-lint %s: %v\n%s", templatePath, err, out)
 	}
 }
+
+// TestTemplateOutputsLogGroup: the stack names the function's log group in
+// its outputs, and docs/lambda.md lists every output. The function logs to
+// the template's log group (LoggingConfig), under a name CloudFormation
+// makes up, and Lambda's /aws/lambda/<function name> is never made: an
+// operator following the docs looked there for the denials and errors.
+func TestTemplateOutputsLogGroup(t *testing.T) {
+	tpl := loadTemplate(t)
+	fn := resources(tpl, "AWS::Serverless::Function")
+	if len(fn) != 1 {
+		t.Fatalf("want one function, got %v", fn)
+	}
+	group := at(tpl, "Resources", fn[0], "Properties", "LoggingConfig", "LogGroup")
+	if got := at(tpl, "Outputs", "LogGroup", "Value"); group == nil || !same(got, group) {
+		t.Errorf("output LogGroup %v, want the function's log group %v", got, group)
+	}
+	doc, err := os.ReadFile("../docs/lambda.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs, _ := tpl["Outputs"].(map[string]any)
+	for o := range outputs {
+		if !strings.Contains(string(doc), "| `"+o+"` |") {
+			t.Errorf("docs/lambda.md's table of outputs has no %s", o)
+		}
+	}
+}
