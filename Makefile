@@ -2,7 +2,7 @@
 GO      ?= go
 WRANGLER = npx --no-install wrangler
 
-.PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz
+.PHONY: test bench run accuracy build-edge dev-edge deploy-edge build-lambda deploy-lambda fuzz lint-template
 
 # The Worker's own JSON parser (internal/jsonv), its promise glue (internal/jsasync), the isolate's
 # cells (kvstore/workerskv), the config fixtures and the limiter's js-only default store also run
@@ -15,6 +15,20 @@ test:
 	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" ./internal/jsonv ./internal/jsasync ./config ./kvstore/workerskv \
 	&& GOOS=js GOARCH=wasm $(GO) test -count=1 -exec="$(WASM_EXEC)" -run '^TestNoStoreInJS$$' ./limiter \
 	&& cd bench && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# Every fuzz target for FUZZTIME each, one at a time (`make fuzz FUZZTIME=5m`).
+FUZZTIME ?= 30s
+fuzz:
+	for p in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done; \
+	done
+
+# What CloudFormation and SAM's transform would refuse at deploy time. cfn-lint is a Python
+# tool (pip install cfn-lint), so it is not part of `make test`, whose tools CI installs.
+lint-template:
+	cfn-lint template.yaml
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./window ./limiter ./kvstore/... && cd bench && $(GO) test -run '^$$' -bench . -benchmem ./...
@@ -36,7 +50,7 @@ deploy-edge:
 	WRANGLER_SEND_METRICS=false $(WRANGLER) deploy
 
 build-lambda:
-	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o build/lambda/bootstrap ./lambda
+	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 $(GO) build -tags lambda.norpc -trimpath -ldflags='-s -w' -o bin/lambda/bootstrap ./lambda
 
 deploy-lambda:
 	CGO_ENABLED=0 GOFLAGS="-tags=lambda.norpc -trimpath -ldflags=-s" sam build && sam deploy --guided

@@ -3,7 +3,7 @@
 // Lambda Function URL events, with its counters in DynamoDB (package
 // dynamostore). Built as bootstrap for the provided.al2023 runtime:
 //
-//	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -o build/lambda/bootstrap ./lambda
+//	GOOS=linux GOARCH=arm64 CGO_ENABLED=0 go build -tags lambda.norpc -o bin/lambda/bootstrap ./lambda
 //
 // The environment configures it:
 //
