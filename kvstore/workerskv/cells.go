@@ -16,8 +16,8 @@ type Cell struct {
 	N int64
 	// Flushed is the total of the counter's last successful KV write.
 	Flushed int64
-	// At is when the counter's last write started, or when the sum was
-	// listed; 0 means never.
+	// At is when the counter's last write answered (started, while it is
+	// awaited), or when the sum was listed; 0 means never.
 	At int64
 	// Busy is when the write or list in flight started; 0 means none. A
 	// Busy older than staleBusy is taken over: its request died. A list

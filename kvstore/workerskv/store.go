@@ -23,8 +23,9 @@ const (
 	// DefaultPrevInterval is the same for a previous (closed) bucket, whose
 	// sum changes only while the last writes propagate.
 	DefaultPrevInterval = 30 * time.Second
-	// FlushInterval is the least time between two writes of one KV key by
-	// the Worker's clock. Workers KV allows one write per second per key;
+	// FlushInterval is the least time between a write of one KV key and
+	// the next, from the answer to one to the start of the next, by the
+	// Worker's clock. Workers KV allows one write per second per key;
 	// the 50 ms over a second absorb the delay between reading the clock
 	// and making the write (a GC pause of the Wasm instance: 12 ms seen in
 	// workerd).
@@ -576,7 +577,12 @@ func (s *Store) write(ctx context.Context, key, kk string, total int64, expires 
 			return
 		}
 		if cell.Busy == at {
-			cell.Busy = 0
+			// The next write starts FlushInterval after this one
+			// answered, not after it started: a put that waited for a
+			// connection, or answered late, may have reached KV just
+			// now, and the next, started at once, followed it within a
+			// second (429).
+			cell.Busy, cell.At = 0, max(cell.At, s.now().UnixMilli())
 		}
 		if err == nil {
 			cell.Flushed = total
