@@ -235,7 +235,7 @@ func failed(err error, log logger) http.Handler {
 	case errors.Is(err, ErrOrigin):
 		detail = varOrigin + " is invalid"
 	case errors.Is(err, workerskv.ErrBinding):
-		detail = "the KV binding " + kvBinding + " is missing"
+		detail = "the KV binding " + kvBinding + " is missing or not a KV namespace"
 	}
 	detail += "; the Worker's log (wrangler tail) has the error"
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

@@ -19,10 +19,17 @@ type Binding struct{ ns js.Value }
 var _ KV = (*Binding)(nil)
 
 // NewBinding wraps the namespace ns (cloudflare.GetBinding(name)); name
-// only labels the error.
+// only labels the error. A binding without KV's methods (an R2 bucket,
+// whose put took the counts and whose list, answered without keys,
+// crashed the Go instance) is refused.
 func NewBinding(ns js.Value, name string) (*Binding, error) {
 	if ns.Type() != js.TypeObject {
 		return nil, fmt.Errorf("%w: %q", ErrBinding, name)
+	}
+	for _, m := range [...]string{"put", "list", "getWithMetadata"} {
+		if ns.Get(m).Type() != js.TypeFunction {
+			return nil, fmt.Errorf("%w: %q is not a KV namespace (it has no %s)", ErrBinding, name, m)
+		}
 	}
 	return &Binding{ns: ns}, nil
 }
@@ -61,7 +68,13 @@ func (b *Binding) List(ctx context.Context, prefix, cursor string) (Page, error)
 	if err != nil {
 		return Page{}, fmt.Errorf("workerskv: list %q: %w", prefix, err)
 	}
-	keys := res.Get("keys")
+	var keys js.Value
+	if res.Type() == js.TypeObject {
+		keys = res.Get("keys")
+	}
+	if keys.Type() != js.TypeObject {
+		return Page{}, fmt.Errorf("workerskv: list %q: %w: an answer without keys", prefix, ErrJS)
+	}
 	page := Page{Keys: make([]Key, 0, keys.Length()), Done: res.Get("list_complete").Truthy()}
 	for i, l := 0, keys.Length(); i < l; i++ {
 		k := keys.Index(i)

@@ -41,6 +41,7 @@ function forged(res, prefix) {
 function faulty(kv) {
   return {
     get: (...a) => kv.get(...a),
+    getWithMetadata: (...a) => kv.getWithMetadata(...a),
     list(opts) {
       state.lists++;
       switch (opts.prefix.startsWith(state.listMatch) ? state.list : "ok") {
