@@ -397,15 +397,17 @@ func equalBy(a, b string, f func(byte) byte) bool {
 
 // trimKey returns a key header's value without what an origin may take for
 // white space around the key: HTTP's spaces and tabs, Unicode's white
-// space (strings.TrimSpace's, Python's str.strip's, JavaScript's trim's
-// but U+FEFF), and a byte 0x85 or 0xA0 that is no part of a UTF-8
-// character, which an origin reading the value as Latin-1 (gunicorn before
-// 22, Node) takes for NEL or NBSP. Trimmed by HTTP's rules alone,
-// "<used-up pro key>\xa0" was a fresh identity of the default plan that
-// gunicorn (which strips every value so) or a Go origin calling
-// strings.TrimSpace on "\u00a0" served as the pro key. The key goes on to
-// the origin trimmed as well (keyLines), so that an origin that trims
-// less reads what was counted.
+// space (strings.TrimSpace's, Python's str.strip's), U+FEFF (a byte order
+// mark, which JavaScript's trim takes for white space: a Worker origin,
+// which reads values as UTF-8, served "<key>\ufeff" as the key, and a key
+// file saved with a mark gave hash-key a dead entry), and a byte 0x85 or
+// 0xA0 that is no part of a UTF-8 character, which an origin reading the
+// value as Latin-1 (gunicorn before 22, Node) takes for NEL or NBSP.
+// Trimmed by HTTP's rules alone, "<used-up pro key>\xa0" was a fresh
+// identity of the default plan that gunicorn (which strips every value
+// so) or a Go origin calling strings.TrimSpace on "\u00a0" served as the
+// pro key. The key goes on to the origin trimmed as well (keyLines), so
+// that an origin that trims less reads what was counted.
 func trimKey(v string) string {
 	if v == "" || v[0] > ' ' && v[0] < utf8.RuneSelf && v[len(v)-1] > ' ' && v[len(v)-1] < utf8.RuneSelf {
 		return v // the common key: no allocation, no decoding
@@ -475,5 +477,5 @@ func keySpace(r rune, n int, b byte) bool {
 	if r == utf8.RuneError && n == 1 {
 		return b == 0x85 || b == 0xa0
 	}
-	return unicode.IsSpace(r)
+	return unicode.IsSpace(r) || r == '\ufeff'
 }

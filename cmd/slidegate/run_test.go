@@ -184,6 +184,9 @@ func TestHashKeyWarns(t *testing.T) {
 		{arg: "\u3000Bearer abc\u2028", key: "bearer abc", warning: "white space"},
 		{arg: "k\xa0", key: "k", warning: "white space"}, // a Latin-1 no-break space
 		{arg: "-", stdin: "k\u00a0\n", key: "k", warning: "white space"},
+		// A key file saved with a byte order mark (Notepad's UTF-8):
+		// hashed with it, the entry matched no request.
+		{arg: "-", stdin: "\ufeffk\r\n", key: "k", warning: "white space"},
 		{arg: " k", key: "k", warning: "white space"},
 		{arg: "k\t", key: "k", warning: "white space"},
 		{arg: " Bearer abc\t", key: "bearer abc", warning: "white space"},
