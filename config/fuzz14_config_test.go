@@ -155,7 +155,7 @@ func fuzz14Bounds(c *Config) string {
 		}
 		if p.UpgradeURL != "" {
 			u, err := url.Parse(p.UpgradeURL)
-			if err != nil || !u.IsAbs() || u.Host == "" || u.Scheme != "http" && u.Scheme != "https" {
+			if err != nil || !u.IsAbs() || u.Hostname() == "" || u.Scheme != "http" && u.Scheme != "https" {
 				return "upgrade_url " + p.UpgradeURL
 			}
 		}
@@ -238,7 +238,7 @@ func fuzz14Bounds(c *Config) string {
 			continue
 		}
 		u, err := url.Parse(o)
-		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Scheme+"://"+u.Host != o || o != strings.ToLower(o) ||
+		if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Hostname() == "" || u.Scheme+"://"+u.Host != o || o != strings.ToLower(o) ||
 			strings.HasSuffix(o, ":") || strings.HasSuffix(o, ":443") && u.Scheme == "https" || strings.HasSuffix(o, ":80") && u.Scheme == "http" {
 			return "cors origin " + o
 		}
@@ -315,4 +315,106 @@ func FuzzCostsCovered(f *testing.F) {
 			t.Fatalf("%s: %v, want costs[%d] refused as covered by costs[%d]", doc, err, bad, by)
 		}
 	})
+}
+
+// fuzz14Fields are the string fields FuzzFieldValue writes a value into:
+// where in the document (set), and the path an error about it names.
+var fuzz14Fields = []struct {
+	path string
+	set  func(m map[string]any, v string)
+}{
+	{"plans.free.limits[0].name", func(m map[string]any, v string) { fuzz14Limit(m)["name"] = v }},
+	{"plans.free.limits[0].window", func(m map[string]any, v string) { fuzz14Limit(m)["window"] = v }},
+	{"plans.free.limits[0].scope", func(m map[string]any, v string) { fuzz14Limit(m)["scope"] = v }},
+	{"plans.free.upgrade_url", func(m map[string]any, v string) {
+		m["plans"].(map[string]any)["free"].(map[string]any)["upgrade_url"] = v
+	}},
+	{"default_plan", func(m map[string]any, v string) { m["default_plan"] = v }},
+	{"identity.headers[0]", func(m map[string]any, v string) { m["identity"].(map[string]any)["headers"] = []any{v} }},
+	{"identity.trusted_proxies[0]", func(m map[string]any, v string) { m["identity"].(map[string]any)["trusted_proxies"] = []any{v} }},
+	{"identity.unlisted_keys", func(m map[string]any, v string) { m["identity"].(map[string]any)["unlisted_keys"] = v }},
+	{"ip_limits[0].name", func(m map[string]any, v string) { m["ip_limits"].([]any)[0].(map[string]any)["name"] = v }},
+	{"costs[0].method", func(m map[string]any, v string) { m["costs"].([]any)[0].(map[string]any)["method"] = v }},
+	{"costs[0].path_prefix", func(m map[string]any, v string) { m["costs"].([]any)[0].(map[string]any)["path_prefix"] = v }},
+	{"on_store_error", func(m map[string]any, v string) { m["on_store_error"] = v }},
+	{"store_timeout", func(m map[string]any, v string) { m["store_timeout"] = v }},
+	{"check_token", func(m map[string]any, v string) { m["check_token"] = v }},
+	{"cors_origins[0]", func(m map[string]any, v string) { m["cors_origins"] = []any{v} }},
+}
+
+// fuzz14Limit returns the first limit of the plan free of fuzz14Base.
+func fuzz14Limit(m map[string]any) map[string]any {
+	return m["plans"].(map[string]any)["free"].(map[string]any)["limits"].([]any)[0].(map[string]any)
+}
+
+// fuzz14Base returns a valid configuration that sets every field
+// fuzz14Fields names, as a tree to marshal.
+func fuzz14Base() map[string]any {
+	return map[string]any{
+		"plans": map[string]any{"free": map[string]any{
+			"limits": []any{map[string]any{"name": "minute", "limit": 60, "window": "1m", "scope": "shared"}},
+		}},
+		"default_plan":   "free",
+		"identity":       map[string]any{"headers": []any{"X-API-Key"}, "trusted_proxies": []any{"10.0.0.0/8"}, "unlisted_keys": "key"},
+		"ip_limits":      []any{map[string]any{"name": "ip", "limit": 50, "window": "1s"}},
+		"costs":          []any{map[string]any{"method": "POST", "path_prefix": "/v1/search", "cost": 5}},
+		"on_store_error": "allow",
+		"store_timeout":  "50ms",
+		"check_token":    "tok",
+		"cors_origins":   []any{"https://app.example.com"},
+	}
+}
+
+// FuzzFieldValue: any string in any one string field of a valid
+// configuration is either accepted, and then within the README's bounds
+// (fuzz14Bounds), or refused by an error that names exactly that field.
+func FuzzFieldValue(f *testing.F) {
+	for i, v := range []string{"minute", "90s", "local", "https://example.com/up", "free", "Authorization", "::ffff:10.0.0.0/104",
+		"ip", "ip", "GET", "/v1/", "deny", "1s", "t0k", "http://[::1]:8080"} {
+		f.Add(uint8(i), v)
+	}
+	f.Add(uint8(3), "https://:443/x")
+	f.Add(uint8(14), "https://xn--bcher-kva.example")
+	f.Add(uint8(14), "https://:8443")
+	f.Fuzz(func(t *testing.T, field uint8, v string) {
+		fd := fuzz14Fields[int(field)%len(fuzz14Fields)]
+		m := fuzz14Base()
+		fd.set(m, v)
+		doc, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(doc)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != fd.path {
+				t.Fatalf("%s = %q: %v, want an error naming %s", fd.path, v, err, fd.path)
+			}
+			return
+		}
+		if why := fuzz14Bounds(c); why != "" {
+			t.Fatalf("%s = %q accepted: %s", fd.path, v, why)
+		}
+	})
+}
+
+// TestURLWithoutHostRefused: an upgrade_url or a cors_origins entry with a
+// port but no host name (what "https://${HOST}:8443/upgrade" becomes with
+// HOST unset) is refused, naming the field: Go's url package gives it the
+// host ":8443", so it was taken, and every 429 of the plan carried a link
+// to nowhere, or an origin no browser sends was listed.
+func TestURLWithoutHostRefused(t *testing.T) {
+	for _, tt := range []struct{ doc, field string }{
+		{`{"plans": {"free": {"limits": [{"name": "m", "limit": 5, "window": "1m"}], "upgrade_url": "https://:8443/upgrade"}}}`, "plans.free.upgrade_url"},
+		{`{"plans": {"free": {"limits": [{"name": "m", "limit": 5, "window": "1m"}], "upgrade_url": "http://:80"}}}`, "plans.free.upgrade_url"},
+		{`{"plans": {"free": {"limits": [{"name": "m", "limit": 5, "window": "1m"}], "upgrade_url": "https://user@:8443/"}}}`, "plans.free.upgrade_url"},
+		{`{"cors_origins": ["https://:8443"]}`, "cors_origins[0]"},
+		{`{"cors_origins": ["*", "http://:3000"]}`, "cors_origins[1]"},
+	} {
+		_, err := Parse([]byte(tt.doc))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tt.field || !errors.Is(err, ErrValue) {
+			t.Errorf("%s: %v, want an error naming %s", tt.doc, err, tt.field)
+		}
+	}
 }

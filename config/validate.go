@@ -79,7 +79,9 @@ func (c *Config) Validate() error {
 		}
 		if p.UpgradeURL != "" {
 			u, err := url.Parse(p.UpgradeURL)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			// Hostname, not Host: "https://${HOST}:8443/upgrade" with HOST
+			// unset has the host ":8443" and no host name.
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 				return &FieldError{Field: path + ".upgrade_url", Value: quote(p.UpgradeURL), Err: because(ErrValue, "must be an absolute http or https URL")}
 			}
 		}
@@ -174,6 +176,9 @@ func isOrigin(s string) bool {
 // lower-case ASCII (Punycode for Unicode), underscores allowed, no
 // wildcards.
 func browserHost(host string) bool {
+	if host == "" {
+		return false // "https://:8443": no origin a browser sends
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		return a.Zone() == "" && a.String() == host
 	}
