@@ -467,7 +467,7 @@ func spaceLen(s string) int {
 
 // TrimKey returns an API key without the white space around it that the
 // pre-filter and the check API drop before they hash it (HTTP's spaces
-// and tabs, Unicode's white space, a lone byte 0x85 or 0xA0): what
+// and tabs, Unicode's white space, U+FEFF, a lone byte 0x85 or 0xA0): what
 // `slidegate hash-key` must hash for its api_keys entry to match.
 func TrimKey(key string) string { return trimKey(key) }
 

@@ -158,9 +158,9 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: empty KEY", errUsage)
 	}
 	// White space around a key is not the key's: the pre-filter drops it
-	// on every platform and so does the check API (HTTP's, Unicode's and a
-	// Latin-1 no-break space: httpapi.TrimKey). Hashed with it, the entry
-	// matched no request.
+	// on every platform and so does the check API (HTTP's, Unicode's, a
+	// byte order mark and a Latin-1 no-break space: httpapi.TrimKey).
+	// Hashed with it, the entry matched no request.
 	if trimmed := httpapi.TrimKey(key); trimmed != key {
 		if trimmed == "" {
 			return fmt.Errorf("%w: KEY is only white space, which is no key", errUsage)
