@@ -418,3 +418,47 @@ func TestURLWithoutHostRefused(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNumberValue: any JSON number in any one integer field of a valid
+// configuration is either accepted, and then within the README's bounds,
+// or refused by an error that names exactly that field.
+func FuzzNumberValue(f *testing.F) {
+	for i, n := range []string{"60", "1e2", "5.0", "-0", "999999999999999", "1E15", "9223372036854775808", "0.5e1", "128", "1e-2"} {
+		f.Add(uint8(i), n)
+	}
+	fields := []struct {
+		path string
+		set  func(m map[string]any, n json.Number)
+	}{
+		{"plans.free.limits[0].limit", func(m map[string]any, n json.Number) { fuzz14Limit(m)["limit"] = n }},
+		{"ip_limits[0].limit", func(m map[string]any, n json.Number) { m["ip_limits"].([]any)[0].(map[string]any)["limit"] = n }},
+		{"costs[0].cost", func(m map[string]any, n json.Number) { m["costs"].([]any)[0].(map[string]any)["cost"] = n }},
+		{"identity.ipv6_prefix", func(m map[string]any, n json.Number) { m["identity"].(map[string]any)["ipv6_prefix"] = n }},
+	}
+	f.Fuzz(func(t *testing.T, field uint8, n string) {
+		if v, err := jsonv.Parse([]byte(n)); err != nil || jsonv.TypeName(v) != "number" || strings.TrimSpace(n) != n {
+			return
+		}
+		fd := fields[int(field)%len(fields)]
+		m := fuzz14Base()
+		// A cost of 1, so that no limit the field may hold leaves the
+		// cost above it (an error about the cost, rightly).
+		m["costs"].([]any)[0].(map[string]any)["cost"] = 1
+		fd.set(m, json.Number(n))
+		doc, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := Parse(doc)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Field != fd.path {
+				t.Fatalf("%s = %s: %v, want an error naming %s", fd.path, n, err, fd.path)
+			}
+			return
+		}
+		if why := fuzz14Bounds(c); why != "" {
+			t.Fatalf("%s = %s accepted: %s", fd.path, n, why)
+		}
+	})
+}
