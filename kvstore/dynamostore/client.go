@@ -123,8 +123,10 @@ type TableAPI interface {
 // as template.yaml does: without, DynamoDB never deletes an item, and every
 // identity ever seen stays in the table. A server that has no TTL
 // (dynalite) is not an error. A table that already exists is not an error
-// either, and is left as it is. It is for `serve --create-table` and tests;
-// the Lambda gets its table from template.yaml.
+// either, and is left as it is. It waits for the table until ctx ends,
+// also while DescribeTable, whose answers are eventually consistent, does
+// not know it yet. It is for `serve --create-table` and tests; the Lambda
+// gets its table from template.yaml.
 func CreateTable(ctx context.Context, client TableAPI, table string) error {
 	if table == "" {
 		return ErrTable
@@ -142,22 +144,38 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 	}
 	for {
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
-		if err != nil {
+		var missing *types.ResourceNotFoundException
+		switch {
+		case errors.As(err, &missing):
+			// DescribeTable reads table metadata eventually consistently:
+			// just after CreateTable it may not know the table yet (the
+			// SDK's TableExistsWaiter waits through this too). Taken for a
+			// failure, it stopped `serve --create-table` after creating
+			// the table, and the next run found it there and left its TTL
+			// off.
+		case err != nil:
 			return fmt.Errorf("dynamostore: describe table %q: %w", table, err)
-		}
-		if out.Table != nil && out.Table.TableStatus == types.TableStatusActive {
-			break
+		case out.Table != nil && out.Table.TableStatus == types.TableStatusActive:
+			if !created {
+				return nil
+			}
+			return enableTTL(ctx, client, table)
 		}
 		select {
 		case <-ctx.Done():
+			if missing != nil {
+				return fmt.Errorf("dynamostore: table %q not active: %w (last answer: %w)", table, ctx.Err(), err)
+			}
 			return fmt.Errorf("dynamostore: table %q not active: %w", table, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	if !created {
-		return nil
-	}
-	_, err = client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
+}
+
+// enableTTL turns on the TTL of table, which CreateTable created, on
+// TTLAttribute.
+func enableTTL(ctx context.Context, client TableAPI, table string) error {
+	_, err := client.UpdateTimeToLive(ctx, &dynamodb.UpdateTimeToLiveInput{
 		TableName:               aws.String(table),
 		TimeToLiveSpecification: &types.TimeToLiveSpecification{AttributeName: aws.String(TTLAttribute), Enabled: aws.Bool(true)},
 	})
