@@ -53,7 +53,8 @@ const evictTo = maxCells - maxCells/10
 // count least per unit of time (a count over its bucket's length: a made-up
 // key counted once before a client that used its minute's quota), the one
 // expiring first on a tie. Listed sums are caches (an evicted one is listed
-// again) and counters written to KV lose nothing there: if its client comes
+// again: behind the request for a client the isolate has counted,
+// Store.evictedSum) and counters written to KV lose nothing there: if its client comes
 // back, its new counter starts afresh in the isolate and writes a KV key of
 // its own (evictKey), and the evicted one's key is listed with the other
 // isolates' (it wrote over it, and the counts were gone for every isolate
