@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/slidegate/slidegate/config"
@@ -168,7 +169,15 @@ func hashKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		key = trimmed
 		fmt.Fprintln(stderr, "slidegate: warning: the white space around KEY is not the key's (every platform and the check API drop it): hashed without it")
 	}
-	if strings.ContainsFunc(key, isControl) {
+	// The check API takes JSON, which is UTF-8, and a Worker reads the
+	// bytes of a header that are not UTF-8 as U+FFFD: such a key (a key
+	// file saved as UTF-16 or in Latin-1) matches neither.
+	switch valid, control := utf8.ValidString(key), strings.ContainsFunc(key, isControl); {
+	case !valid && control:
+		fmt.Fprintln(stderr, "slidegate: warning: KEY is not UTF-8 and holds a control character (a key file saved as UTF-16?): no request can carry this key")
+	case !valid:
+		fmt.Fprintln(stderr, "slidegate: warning: KEY is not UTF-8 (a key file saved as UTF-16 or in Latin-1?): the check API cannot send this key, and a Worker reads it otherwise (U+FFFD for each such byte)")
+	case control:
 		fmt.Fprintln(stderr, "slidegate: warning: KEY holds a control character, which a header value cannot: only the check API can send this key")
 	}
 	_, err := fmt.Fprintln(stdout, httpapi.HashKey(key))

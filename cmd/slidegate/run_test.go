@@ -173,6 +173,7 @@ func TestHashKeyWarns(t *testing.T) {
 	tests := []struct {
 		arg, stdin, key string // key: what is hashed
 		warning         string
+		unsaid          string // what stderr must not say
 	}{
 		{arg: "k", key: "k"},
 		{arg: "inner space\tand tab", key: "inner space\tand tab"},
@@ -194,6 +195,13 @@ func TestHashKeyWarns(t *testing.T) {
 		{arg: "a\x00b", key: "a\x00b", warning: "control character"},
 		{arg: "a\nb", key: "a\nb", warning: "control character"},
 		{arg: "a\x7fb", key: "a\x7fb", warning: "control character"},
+		// A key that is not UTF-8 cannot be sent to the check API (its
+		// body is JSON, UTF-8), and a Worker reads such bytes as U+FFFD:
+		// a key file saved as UTF-16 (PowerShell 5's "echo KEY > file")
+		// was said to be for the check API only, and one in Latin-1 was
+		// hashed without a word, for an entry a Worker never matched.
+		{arg: "-", stdin: "\xff\xfek\x00\r\x00\n\x00", key: "\xff\xfek\x00\r\x00", warning: "not UTF-8", unsaid: "only the check API"},
+		{arg: "cl\xe9", key: "cl\xe9", warning: "not UTF-8"},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%q", tt.arg+tt.stdin), func(t *testing.T) {
@@ -207,6 +215,9 @@ func TestHashKeyWarns(t *testing.T) {
 			}
 			if got := errOut.String(); (tt.warning == "") != (got == "") || !strings.Contains(got, tt.warning) {
 				t.Errorf("stderr %q, want a warning about %q", got, tt.warning)
+			}
+			if got := errOut.String(); tt.unsaid != "" && strings.Contains(got, tt.unsaid) {
+				t.Errorf("stderr %q says %q", got, tt.unsaid)
 			}
 		})
 	}
