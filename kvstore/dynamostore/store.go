@@ -127,6 +127,30 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 	return nil
 }
 
+// Read sets counts[i] to the stored count of slots[i], zero when missing,
+// from one consistent GetItem (the client's retries, within ctx's
+// deadline), and caches the item. It is Load for a caller that needs the
+// table's counts, not a lower bound: a check that counts nothing (the
+// check API's cost 0) answered from the cache told a caller on an
+// instance that had not served the key that its whole quota was left.
+func (s *Store) Read(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	if len(counts) != len(slots) {
+		return fmt.Errorf("%w: %d counts, %d slots", ErrLength, len(counts), len(slots))
+	}
+	got, err := s.get(ctx, id)
+	if err != nil {
+		return fmt.Errorf("dynamostore: read %d counters: %w", len(slots), err)
+	}
+	item, err := s.cache.store(id, got, true)
+	if err != nil {
+		return err
+	}
+	for i, sl := range slots {
+		counts[i] = find(item, sl)
+	}
+	return nil
+}
+
 // Add implements kvstore.Store: one unconditional UpdateItem adding costs[i]
 // to slots[i]. Zero costs are skipped; when all are zero, no request is sent,
 // nor when ctx is done. An undo (negative costs) that fails once sent may
@@ -219,15 +243,11 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	if attrs != nil {
 		s.oldOnFailure.Store(true)
 	} else if !s.oldOnFailure.Load() {
-		got, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName:      s.table,
-			Key:            key(id),
-			ConsistentRead: aws.Bool(true),
-		}, readInBudget)
+		got, err := s.get(ctx, id)
 		if err != nil {
 			return false, fmt.Errorf("dynamostore: read after failed condition: %w", err)
 		}
-		attrs = got.Item
+		attrs = got
 	}
 	item, err := s.cache.store(id, attrs, true)
 	if err != nil {
@@ -235,6 +255,19 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	}
 	fill(item, conds, counts)
 	return false, nil
+}
+
+// get reads id's item with one consistent GetItem; nil when there is none.
+func (s *Store) get(ctx context.Context, id string) (map[string]types.AttributeValue, error) {
+	got, err := s.api.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      s.table,
+		Key:            key(id),
+		ConsistentRead: aws.Bool(true),
+	}, readInBudget)
+	if err != nil {
+		return nil, err
+	}
+	return got.Item, nil
 }
 
 // writeRetryer retries a write only after an error that says DynamoDB did
