@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -158,3 +159,57 @@ func (w *silentWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 
 // Unwrap lets http.ResponseController reach the server's writer.
 func (w *silentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// boundOrigin bounds each wait of tr on the origin to d, as
+// --origin-timeout promises: to connect and to end the TLS handshake (the
+// transport's own bounds are 30 s and 10 s: an origin host that dropped
+// connection attempts held every request 30 s), for the origin to take
+// the next part of a request (as nginx's proxy_send_timeout does), and for
+// its answer to begin once the request is sent (ResponseHeaderTimeout).
+// Only the last was bounded: an origin that stopped reading (hung, its
+// connections open) held an upload larger than the sockets hold, its
+// client and the origin connection for ever. Past the bound the
+// transport fails with a timeout, and the client gets a 504. d <= 0 means
+// no bound beyond the transport's own.
+func boundOrigin(tr *http.Transport, d time.Duration) {
+	tr.ResponseHeaderTimeout = d
+	if d <= 0 {
+		return
+	}
+	if d < tr.TLSHandshakeTimeout {
+		tr.TLSHandshakeTimeout = d
+	}
+	dial := tr.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		ctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &originConn{Conn: c, d: d}, nil
+	}
+}
+
+// originConn is a connection to the origin whose writes each have at
+// least d to go out (boundOrigin). The deadline is moved only when less
+// than d is left, to d and a quarter ahead: a clock read per write, and a
+// new deadline at most every d/4, rather than one per write on the path
+// of every request.
+type originConn struct {
+	net.Conn
+	d     time.Duration
+	until atomic.Int64 // the write deadline set, in Unix nanoseconds
+}
+
+func (c *originConn) Write(p []byte) (int, error) {
+	if now := time.Now(); c.until.Load()-now.UnixNano() < int64(c.d) {
+		t := now.Add(c.d + c.d/4)
+		c.until.Store(t.UnixNano())
+		_ = c.Conn.SetWriteDeadline(t)
+	}
+	return c.Conn.Write(p)
+}
