@@ -110,9 +110,28 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		Transport:  tr,
 		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if unprintableUpgrade(r.Header) {
+				// Refused by ReverseProxy before the origin was asked:
+				// the client's doing, no origin error to log (one at
+				// ERROR per such request, at the will of any client).
+				writeProblem(w, http.StatusBadRequest, "the Upgrade field names a protocol with a byte that is not printable ASCII", nil)
+				return
+			}
 			OriginFailed(log, w, r, err)
 		},
 	}
+}
+
+// unprintableUpgrade reports whether hd, a request's header, asks for an
+// upgrade (Connection lists "upgrade") to a protocol whose name has a byte
+// that is not printable ASCII, which httputil.ReverseProxy refuses
+// without asking the origin. Go's server takes such a value (a byte of
+// 0x80 or more, or DEL).
+func unprintableUpgrade(hd http.Header) bool {
+	if !listed(hd["Connection"], "Upgrade") {
+		return false
+	}
+	return strings.ContainsFunc(hd.Get("Upgrade"), func(r rune) bool { return r < ' ' || r > '~' })
 }
 
 // OriginFailed answers a request whose origin did not answer, err saying
