@@ -350,15 +350,14 @@ func (s *Store) stale(sl kvstore.Slot, now time.Time, at int64) bool {
 // refresh lists the slot's keys and stores the sum of all but the one this
 // isolate's counter writes: the other isolates' keys, and this isolate's
 // keys of counters it evicted (Cell.Gen), which its counter does not hold.
+// Which key that is is known only once the list has ended: a counter made
+// while it was in flight (the client's second request, while its first
+// waits for its list), or evicted and made again with a Gen, was counted
+// twice, in the sum and as the isolate's own.
 func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) error {
 	start := s.now().UnixMilli()
-	own := "" // none: an isolate that holds no counter of the slot sums every key
-	s.g.Update(func(c Cells) {
-		if cell, ok := c.Get(prefix + s.iso); ok {
-			own = kvKey(prefix+s.iso, cell)
-		}
-	})
 	var sum int64
+	var mine []Key // this isolate's keys
 	var err error
 	cursor, cut := "", true
 	for range maxListPages {
@@ -368,7 +367,9 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 			break
 		}
 		for _, k := range p.Keys {
-			if k.Name != own {
+			if k.Name == prefix+s.iso || strings.HasPrefix(k.Name, prefix+s.iso+".") {
+				mine = append(mine, k)
+			} else {
 				sum = addCount(sum, k.N)
 			}
 		}
@@ -381,6 +382,15 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 	s.g.Update(func(c Cells) {
 		cell, _ := c.Get(sumKey(prefix))
 		cell.Busy = 0
+		own := "" // none: an isolate that holds no counter of the slot sums every key
+		if ctr, ok := c.Get(prefix + s.iso); ok {
+			own = kvKey(prefix+s.iso, ctr)
+		}
+		for _, k := range mine {
+			if k.Name != own {
+				sum = addCount(sum, k.N)
+			}
+		}
 		switch {
 		case err == nil:
 			cell.N, cell.At = sum, max(start, 1)
