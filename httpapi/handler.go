@@ -547,13 +547,17 @@ func (v *verdict) setAside(err error, action, id string) {
 // not invited before they admit it. A refund that fails leaves the count
 // too, and they decide the retry on it the same way (the plan's wait alone
 // invited a retry the ip rules refused). Either way they are decided at
-// now, like the plan's rules. A store error is set aside in v.
+// now, like the plan's rules. When the store fails that reading, the
+// local ones are read alone, and a shared one that keeps the count waits
+// per keptWaits. A store error is set aside in v.
 func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, ipRules []limiter.Rule, cost int64, v *verdict) {
+	kept := h.countDenied // the shared ip rules keep the count
 	if !h.countDenied {
 		rctx, cancel := h.refundContext(ctx, v)
 		defer cancel()
 		if err := h.lim.Refund(rctx, at, ipID, ipRules, cost); err != nil {
 			v.setAside(err, keptIP, ipID)
+			kept = true
 		}
 	}
 	// v.res, the plan's answer, is in v.ds already.
@@ -563,15 +567,42 @@ func (h *Handler) settleIP(ctx context.Context, now, at time.Time, ipID string, 
 			// admission (with the count, taken back or not).
 			v.setAside(err, "ip_limits items as they admitted the request", ipID)
 		}
+		if kept {
+			keptWaits(now, at, ipRules, cost, v)
+		}
 		// But for the local ones, in memory: with a count they keep, the
 		// plan's wait alone invited a retry they refused.
 		if len(h.ipLocal) > 0 && h.lim.PeekInto(ctx, now, ipID, h.ipLocal, cost, &v.res) == nil {
 			v.putLocal(ipRules, 0)
 		}
+		v.deciding = window.Combine(v.ds[:v.n])
 		return
 	}
 	copy(v.ds[:len(ipRules)], v.res.All())
 	v.deciding = window.Combine(v.ds[:v.n])
+}
+
+// keptWaits makes the shared ip rules' admission decisions (v.ds, first;
+// decided at at) refuse a retry that the count they keep leaves no room
+// for, when they could not be decided again: shown used up, with the
+// plan's wait alone, they invited a retry they refused. Their counts are
+// unknown, but at most Used (the request's cost among it) is in the
+// current bucket, so the wait is that of Used counted there alone, or the
+// time until their whole quota is back if that is sooner: never earlier
+// than they admit the retry, and exact when the previous bucket weighs
+// nothing.
+func keptWaits(now, at time.Time, ipRules []limiter.Rule, cost int64, v *verdict) {
+	for i, r := range ipRules {
+		d := &v.ds[i]
+		if r.Local || !d.Allowed || d.Remaining >= cost {
+			continue
+		}
+		w := r.Wait(at, 0, d.Used, r.Limit-cost)
+		if step := at.Sub(now); step > 0 && w < window.Never-step {
+			w += step // the limiter decided ahead of now (Result.since)
+		}
+		d.Allowed, d.RetryAfter = false, min(w, d.ResetAfter)
+	}
 }
 
 // check1 is one limiter call: it appends the call's decisions to v and sets
