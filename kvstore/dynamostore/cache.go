@@ -26,9 +26,15 @@ const sweepEvery = time.Second
 // cache keeps, per identity, the counters of the last item DynamoDB returned.
 // Its values only ever come from the server, or are lowered by an undo whose
 // answer was lost (lower), so they are lower bounds of the stored counts
-// (counters grow within their bucket), except that a concurrent
-// undo (a negative Add) can leave a cached count above the truth by the undone
-// amount until its bucket ends, which errs towards denial.
+// (counters grow within their bucket), except that an undo (a negative Add;
+// another instance's, or one of this Store's that overlapped other calls of
+// the identity) can leave a cached count above the truth by the undone
+// amount, which errs towards denial, until the answer to a call of the
+// identity that overlapped no other replaces the counts (see call): the
+// next write of a Lambda instance, which serves one request at a time.
+// Merged by maximum instead, the count stayed above the table's until the
+// bucket stopped being read, and the limiter refused on it, as final,
+// requests the table had room for.
 //
 // The cache reads no clock: the latest bucket start it has been asked about is
 // its time. An identity whose TTL has passed is dropped when its shard is full;
@@ -45,6 +51,27 @@ type cacheShard struct {
 	m         map[string]*entry
 	now       time.Time
 	nextSweep time.Time
+	// calls holds the identities with a call to DynamoDB in flight.
+	calls map[string]*flight
+}
+
+// flight counts the calls of one identity in flight.
+type flight struct {
+	n     int    // calls in flight
+	begun uint64 // calls begun since the entry was made
+}
+
+// call is one call of the Store to DynamoDB for an identity (a write,
+// with the read after its failed condition, or a read). Its answer is the
+// newest state of the item the Store knows when no other call of the
+// identity was in flight at any time during it: every answer cached
+// before came from a call that ended before it began. Such an answer
+// replaces the cached counts; one that overlapped another call may be
+// older than that call's and is merged by maximum.
+type call struct {
+	alone bool   // no other call of the identity in flight when it began
+	nth   uint64 // its number among the calls of its flight entry
+	ended bool
 }
 
 type entry struct {
@@ -65,6 +92,7 @@ func newCache(size int) *cache {
 	c := &cache{seed: maphash.MakeSeed(), limit: max(1, size/shardCount)}
 	for i := range c.shards {
 		c.shards[i].m = make(map[string]*entry)
+		c.shards[i].calls = make(map[string]*flight)
 	}
 	return c
 }
@@ -164,11 +192,85 @@ func (c *cache) lower(id string, conds []kvstore.Cond) {
 	sh.m[id] = &entry{cells: cells, ttl: e.ttl}
 }
 
+// begin notes a call to DynamoDB for id; end or settle must follow.
+func (c *cache) begin(id string) call {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	f := sh.calls[id]
+	if f == nil {
+		f = &flight{}
+		sh.calls[id] = f
+	}
+	f.begun++
+	f.n++
+	return call{alone: f.n == 1, nth: f.begun}
+}
+
+// end notes that cl has ended and reports whether it overlapped no other
+// call of id. It does nothing for a call ended already. The shard's lock
+// must be held.
+func (sh *cacheShard) end(id string, cl *call) bool {
+	if cl.ended {
+		return false
+	}
+	cl.ended = true
+	f := sh.calls[id]
+	alone := cl.alone && f.begun == cl.nth
+	if f.n--; f.n == 0 {
+		delete(sh.calls, id)
+	}
+	return alone
+}
+
+// end notes that cl, a call that cached nothing, has ended.
+func (c *cache) end(id string, cl *call) {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.end(id, cl)
+}
+
+// settle ends cl and caches item, its answer, as store does: replacing
+// the cached counts when cl overlapped no other call of id or undo is set
+// (an undo lowers counts, which merging would undo), else merging.
+func (c *cache) settle(id string, cl *call, item map[string]types.AttributeValue, undo bool) ([]cell, error) {
+	e, err := parseItem(item)
+	if err != nil {
+		c.end(id, cl)
+		return nil, err
+	}
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	alone := sh.end(id, cl)
+	if e == nil {
+		if alone {
+			delete(sh.m, id) // the item is gone (expired, or deleted by hand)
+		}
+		return nil, nil
+	}
+	return sh.put(id, e, !undo && !alone, c.limit), nil
+}
+
 // store parses item, caches it for id and returns its counters. With merge,
 // a counter keeps the larger of its cached and returned values (responses
-// to concurrent writes can arrive out of order); without, the item replaces
-// the cached one. A nil item (no such identity) caches nothing.
+// to concurrent writes can arrive out of order); without, the item's
+// counters replace the cached ones. A nil item (no such identity) caches
+// nothing.
 func (c *cache) store(id string, item map[string]types.AttributeValue, merge bool) ([]cell, error) {
+	e, err := parseItem(item)
+	if err != nil || e == nil {
+		return nil, err
+	}
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.put(id, e, merge, c.limit), nil
+}
+
+// parseItem parses a returned item; nil for none.
+func parseItem(item map[string]types.AttributeValue) (*entry, error) {
 	if item == nil {
 		return nil, nil
 	}
@@ -196,9 +298,12 @@ func (c *cache) store(id string, item map[string]types.AttributeValue, merge boo
 		cl.count = n
 		e.cells = append(e.cells, cl)
 	}
-	sh := c.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
+	return e, nil
+}
+
+// put caches e for id, merged with the cached entry or replacing its
+// counters (see store), and returns e's counters. The shard's lock must be held.
+func (sh *cacheShard) put(id string, e *entry, merge bool, limit int) []cell {
 	if prev := sh.m[id]; prev != nil {
 		if merge {
 			merged := make([]cell, len(e.cells))
@@ -212,15 +317,19 @@ func (c *cache) store(id string, item map[string]types.AttributeValue, merge boo
 			}
 			sh.m[id] = &entry{cells: merged, ttl: max(e.ttl, prev.ttl)}
 		} else {
-			sh.m[id] = e
+			// The counts are replaced, not the TTL: an item's TTL is never
+			// lowered by this Store (its writes set at least the cached
+			// one), so a lower one is another writer's, whose shorter
+			// rules do not say when this Store's longer ones expire.
+			sh.m[id] = &entry{cells: e.cells, ttl: max(e.ttl, prev.ttl)}
 		}
-		return e.cells, nil
+		return e.cells
 	}
-	if len(sh.m) >= c.limit {
-		sh.evict(c.limit)
+	if len(sh.m) >= limit {
+		sh.evict(limit)
 	}
 	sh.m[id] = e
-	return e.cells, nil
+	return e.cells
 }
 
 // evict makes room for one identity: expired ones first (at most one sweep

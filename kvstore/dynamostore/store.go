@@ -137,11 +137,13 @@ func (s *Store) Read(ctx context.Context, id string, slots []kvstore.Slot, count
 	if len(counts) != len(slots) {
 		return fmt.Errorf("%w: %d counts, %d slots", ErrLength, len(counts), len(slots))
 	}
+	cl := s.cache.begin(id)
+	defer s.cache.end(id, &cl)
 	got, err := s.get(ctx, id)
 	if err != nil {
 		return fmt.Errorf("dynamostore: read %d counters: %w", len(slots), err)
 	}
-	item, err := s.cache.store(id, got, true)
+	item, err := s.cache.settle(id, &cl, got, false)
 	if err != nil {
 		return err
 	}
@@ -195,6 +197,8 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 
 // add sends the unconditional write in of conds and caches its answer.
 func (s *Store) add(ctx context.Context, id string, conds []kvstore.Cond, in *dynamodb.UpdateItemInput, undo bool) error {
+	cl := s.cache.begin(id)
+	defer s.cache.end(id, &cl)
 	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
 	if err != nil {
 		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
@@ -202,9 +206,7 @@ func (s *Store) add(ctx context.Context, id string, conds []kvstore.Cond, in *dy
 	if err := written(out.Attributes, conds); err != nil {
 		return err
 	}
-	// An undo lowers counts: merging by maximum would keep the old, higher
-	// values, so the returned item replaces the cached one.
-	_, err = s.cache.store(id, out.Attributes, !undo)
+	_, err = s.cache.settle(id, &cl, out.Attributes, undo)
 	return err
 }
 
@@ -223,12 +225,14 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	if err != nil {
 		return false, err
 	}
+	cl := s.cache.begin(id)
+	defer s.cache.end(id, &cl)
 	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
 	if err == nil {
 		if err := written(out.Attributes, conds); err != nil {
 			return false, err
 		}
-		item, err := s.cache.store(id, out.Attributes, true)
+		item, err := s.cache.settle(id, &cl, out.Attributes, false)
 		if err != nil {
 			return false, err
 		}
@@ -249,7 +253,7 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 		}
 		attrs = got
 	}
-	item, err := s.cache.store(id, attrs, true)
+	item, err := s.cache.settle(id, &cl, attrs, false)
 	if err != nil {
 		return false, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -358,25 +359,109 @@ func TestNegativeAddReplacesCache(t *testing.T) {
 	}
 }
 
+// TestStaleResponseDoesNotLowerCache: of two writes in flight at once,
+// either may be answered last with the older state; the cache keeps the
+// larger count of each counter.
 func TestStaleResponseDoesNotLowerCache(t *testing.T) {
-	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 8))}
-	s := mustNew(t, api)
+	for _, last := range []int{0, 1} {
+		t.Run(fmt.Sprintf("write %d answered last", last+1), func(t *testing.T) {
+			api := &fakeAPI{}
+			s := mustNew(t, api)
+			ctx := context.Background()
+			one := []kvstore.Cond{{Slot: minute(b0), Max: 100, Add: 1}}
+			write := func() error {
+				_, err := s.AddIf(ctx, "k", one, make([]int64, 1))
+				return err
+			}
+			answers := [2]map[string]types.AttributeValue{item("minute#1m0s#29384720", 8), item("minute#1m0s#29384720", 8)}
+			answers[last] = item("minute#1m0s#29384720", 6)
+			overlap(t, api, answers, last, [2]func() error{write, write})
+			counts := make([]int64, 1)
+			if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0)}, counts); err != nil {
+				t.Fatal(err)
+			}
+			if counts[0] != 8 {
+				t.Errorf("Load = %d, want 8 (the larger of two observations)", counts[0])
+			}
+		})
+	}
+}
+
+// overlap runs two calls that each send one UpdateItem through api, the
+// first sent before the second, so that both are in flight at once: the
+// i-th sent is answered with answers[i], calls[last]'s after the other's.
+func overlap(t *testing.T, api *fakeAPI, answers [2]map[string]types.AttributeValue, last int, calls [2]func() error) {
+	t.Helper()
+	var entered, release [2]chan struct{}
+	for i := range 2 {
+		entered[i], release[i] = make(chan struct{}), make(chan struct{})
+	}
+	var mu sync.Mutex
+	sent := 0
+	api.update = func(*dynamodb.UpdateItemInput) (*dynamodb.UpdateItemOutput, error) {
+		mu.Lock()
+		i := sent
+		sent++
+		mu.Unlock()
+		close(entered[i])
+		<-release[i]
+		return &dynamodb.UpdateItemOutput{Attributes: answers[i]}, nil
+	}
+	var done [2]chan error
+	for i, call := range calls {
+		done[i] = make(chan error, 1)
+		go func() { done[i] <- call() }()
+		<-entered[i]
+	}
+	for _, i := range []int{1 - last, last} {
+		close(release[i])
+		if err := <-done[i]; err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+}
+
+// TestLaterAnswerReplacesCache: the answer to a call that overlapped no
+// other is the newest state the Store knows, lower counts included
+// (another instance took counts back, or the item was deleted): it
+// replaces the cached counts. Kept as the larger of the two, 8 stood above
+// the table's 6, and the limiter refused on it, as final, requests the
+// table had room for until the bucket stopped being read.
+func TestLaterAnswerReplacesCache(t *testing.T) {
 	ctx := context.Background()
 	one := []kvstore.Cond{{Slot: minute(b0), Max: 100, Add: 1}}
-	if _, err := s.AddIf(ctx, "k", one, make([]int64, 1)); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name string
+		call func(api *fakeAPI, s *dynamostore.Store) error
+		want int64
+	}{
+		{"write", func(api *fakeAPI, s *dynamostore.Store) error {
+			api.update = returns(item("minute#1m0s#29384720", 6))
+			_, err := s.AddIf(ctx, "k", one, make([]int64, 1))
+			return err
+		}, 6},
+		{"read of an item deleted", func(_ *fakeAPI, s *dynamostore.Store) error {
+			return s.Read(ctx, "k", []kvstore.Slot{minute(b0)}, make([]int64, 1))
+		}, 0},
 	}
-	// A response to an earlier concurrent write arrives late.
-	api.update = returns(item("minute#1m0s#29384720", 6))
-	if _, err := s.AddIf(ctx, "k", one, make([]int64, 1)); err != nil {
-		t.Fatal(err)
-	}
-	counts := make([]int64, 1)
-	if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0)}, counts); err != nil {
-		t.Fatal(err)
-	}
-	if counts[0] != 8 {
-		t.Errorf("Load = %d, want 8 (the larger of two observations)", counts[0])
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 8))}
+			s := mustNew(t, api)
+			if _, err := s.AddIf(ctx, "k", one, make([]int64, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := tt.call(api, s); err != nil {
+				t.Fatal(err)
+			}
+			counts := make([]int64, 1)
+			if err := s.Load(ctx, "k", []kvstore.Slot{minute(b0)}, counts); err != nil {
+				t.Fatal(err)
+			}
+			if counts[0] != tt.want {
+				t.Errorf("Load = %d, want %d (the latest answer)", counts[0], tt.want)
+			}
+		})
 	}
 }
 
