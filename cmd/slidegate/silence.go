@@ -179,6 +179,11 @@ func boundOrigin(tr *http.Transport, d time.Duration) {
 	if d < tr.TLSHandshakeTimeout {
 		tr.TLSHandshakeTimeout = d
 	}
+	if d >= farBound {
+		// No write waits that long, and the connection attempt has its
+		// 30 s; a deadline d and a quarter ahead would overflow.
+		return
+	}
 	dial := tr.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
@@ -193,6 +198,10 @@ func boundOrigin(tr *http.Transport, d time.Duration) {
 		return &originConn{Conn: c, d: d}, nil
 	}
 }
+
+// farBound is an --origin-timeout past any wait: a bound meant as none (the
+// flag takes up to 2562047h).
+const farBound = 100 * 365 * 24 * time.Hour
 
 // originConn is a connection to the origin whose writes each have at
 // least d to go out (boundOrigin). The deadline is moved only when less

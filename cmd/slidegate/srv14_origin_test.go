@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -102,5 +103,25 @@ func timedOut(t *testing.T, res *http.Response, body string) {
 	t.Helper()
 	if status, detail := problemOf(t, res, body); res.StatusCode != http.StatusGatewayTimeout || status != http.StatusGatewayTimeout || detail != "the origin did not answer in time" {
 		t.Errorf("answer %d, problem %d %q; want the 504 of an origin that did not answer in time", res.StatusCode, status, detail)
+	}
+}
+
+// TestServeOriginTimeoutHuge: an --origin-timeout far beyond any wait (a
+// bound meant as none, up to the largest duration the flag takes) lets
+// requests through.
+func TestServeOriginTimeoutHuge(t *testing.T) {
+	o := httptest.NewServer(http.HandlerFunc(uploadOrigin))
+	t.Cleanup(o.Close)
+	for _, d := range []string{"87600h", "2000000h", "2500000h", "2562047h"} {
+		t.Run(d, func(t *testing.T) {
+			base, _ := serveInProcess(t, "--config", operatorConfig(t, ""), "--origin", o.URL, "--origin-timeout", d)
+			w := dial(t, strings.TrimPrefix(base, "http://"))
+			for i := range 2 { // a new connection to the origin, then the same one
+				w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\nX-API-Key: " + bigKey + "\r\nContent-Length: 3\r\n\r\nabc")
+				if res, body := w.response("POST"); res.StatusCode != http.StatusOK || !strings.Contains(body, `"length":3`) {
+					t.Fatalf("request %d: %d %s", i+1, res.StatusCode, body)
+				}
+			}
+		})
 	}
 }
