@@ -30,7 +30,15 @@
 // which the limiter's conditional write corrects.
 // An identity never seen loads as zeros. In steady state a decision costs
 // exactly one UpdateItem; an identity the limiter knows to be blocked costs
-// none (its deny cache).
+// none (its deny cache). Read is for a caller that needs the table's
+// counts, not lower bounds (a check that counts nothing): one consistent
+// GetItem.
+//
+// The answer to a call that overlapped no other call of the identity in
+// the Store (every call of a Lambda instance, which serves one request at
+// a time) replaces the cached counts, so counts another instance took back
+// (a refund) reach the cache with the next write; answers of overlapping
+// calls, which may arrive out of order, are merged by maximum.
 //
 // When a condition fails, DynamoDB returns the stored item with the failure
 // (ReturnValuesOnConditionCheckFailure ALL_OLD), so the true counts cost no
