@@ -63,7 +63,9 @@ const evictTo = maxCells - maxCells/10
 // lost: Local passes nil and leaves them to the Store. Counters with a
 // write in flight or written within FlushInterval stay: the client's next
 // count would write a new counter's key at once, a second write within a
-// second. Markers (the clock, the sweeps, evictKey) are never evicted.
+// second. A counter of the previous bucket stays while its client's
+// counter of the current bucket does. Markers (the clock, the sweeps,
+// evictKey) are never evicted.
 func bound(c Cells, ms int64, log Logger) {
 	if c.Len() <= maxCells {
 		return
@@ -74,12 +76,16 @@ func bound(c Cells, ms int64, log Logger) {
 	// sort is the one the Worker links already (a sort of structs cost 6 KB
 	// of its gzip).
 	var rank []string
+	counting := map[string]bool{} // the counters with counts
 	c.Sweep(ms, func(key string, cell Cell) {
 		length := cellLength(key)
 		if length <= 0 {
 			return
 		}
 		counter := strings.HasPrefix(key, KeyPrefix)
+		if counter && cell.N != 0 {
+			counting[key] = true
+		}
 		writing := cell.Busy != 0 && ms-cell.Busy < staleBusy && ms >= cell.Busy
 		if counter && (writing || ms-cell.At < flushMs && ms >= cell.At) {
 			// Written a moment ago, or being written: its client's next
@@ -100,6 +106,19 @@ func bound(c Cells, ms int64, log Logger) {
 		b = appendHex(b, uint64(max(cell.Expires, 0)))
 		rank = append(rank, string(append(b, key...)))
 	})
+	// A counter of the previous bucket stays while its client's counter of
+	// the current one does: the isolate's own count of the previous bucket
+	// is read from it, and with it evicted (and the listed sums, which go
+	// first) the client read 0 there until a list behind answered
+	// (Store.evictedSum), a client served by this isolate alone admitted
+	// past its limit.
+	kept := rank[:0]
+	for _, r := range rank {
+		if next, _, _, ok := nextKey(r[rankLen:]); !ok || !counting[next] {
+			kept = append(kept, r)
+		}
+	}
+	rank = kept
 	n := min(c.Len()-evictTo, len(rank))
 	if n <= 0 {
 		return
