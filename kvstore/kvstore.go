@@ -117,3 +117,14 @@ type RuleUpdater interface {
 	// admitted.
 	UpdateRule(ctx context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error)
 }
+
+// Reader is a Store whose Load answers from what it holds (DynamoDB's
+// cache of the items it has seen: lower bounds) and that can also read
+// its backend. A check that counts nothing (cost 0: the check API reading
+// the state) reads through it, so that it answers with the stored counts.
+type Reader interface {
+	Store
+	// Read sets counts[i] to the stored count of slots[i], zero when
+	// missing. len(counts) must equal len(slots).
+	Read(ctx context.Context, id string, slots []Slot, counts []int64) error
+}

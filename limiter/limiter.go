@@ -138,6 +138,7 @@ type stores struct {
 	up   kvstore.Updater     // nil when the store cannot decide under its lock
 	ru   kvstore.RuleUpdater // nil when the store cannot decide a rule itself
 	peek kvstore.Peeker      // nil when the store reads only through Load
+	read kvstore.Reader      // nil when Load is the store's own reading
 }
 
 func newStores(s kvstore.Store) stores {
@@ -146,6 +147,7 @@ func newStores(s kvstore.Store) stores {
 	st.up, _ = s.(kvstore.Updater)
 	st.ru, _ = s.(kvstore.RuleUpdater)
 	st.peek, _ = s.(kvstore.Peeker)
+	st.read, _ = s.(kvstore.Reader)
 	return st
 }
 
@@ -609,8 +611,15 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		return ok, nil
 	}
 	load := st.Load
-	if sc.peek && st.peek != nil {
+	switch {
+	case sc.peek && st.peek != nil:
 		load = st.peek.Peek
+	case sc.peek:
+	case sc.cost == 0 && st.read != nil:
+		// A check of cost 0 asks for the state: a cache's lower bounds
+		// (DynamoDB's) told a key an instance had not served that its
+		// whole quota was left.
+		load = st.read.Read
 	}
 	if err := load(ctx, id, slots, counts); err != nil {
 		return false, fmt.Errorf("limiter: load %d counters: %w", len(slots), err)

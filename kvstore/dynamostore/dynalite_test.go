@@ -341,6 +341,19 @@ func TestRequestsPerDecision(t *testing.T) {
 			t.Errorf("decision after RetryAfter sent %v, want exactly one UpdateItem", got)
 		}
 	})
+
+	t.Run("CostZero", func(t *testing.T) {
+		// The check API's cost 0 reads the state: one GetItem, whether or
+		// not the instance has seen the identity, and no write.
+		for i := range 2 {
+			if _, err := lim.Check(ctx, t0.Add(2*time.Hour), "steady", rules, 0); err != nil {
+				t.Fatal(err)
+			}
+			if got := calls.take(); len(got) != 1 || got["GetItem"] != 1 {
+				t.Errorf("cost-0 check %d sent %v, want exactly one GetItem", i+1, got)
+			}
+		}
+	})
 }
 
 // TestTTLAndCleanup: the item's TTL is the end of the bucket after the
