@@ -123,7 +123,8 @@ type TableAPI interface {
 // as template.yaml does: without, DynamoDB never deletes an item, and every
 // identity ever seen stays in the table. A server that has no TTL
 // (dynalite) is not an error. A table that already exists is not an error
-// either, and is left as it is. It waits for the table until ctx ends,
+// either, and is left as it is; one being deleted is created again once it
+// is gone. It waits for the table until ctx ends,
 // also while DescribeTable, whose answers are eventually consistent, does
 // not know it yet. It is for `serve --create-table` and tests; the Lambda
 // gets its table from template.yaml.
@@ -131,21 +132,23 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 	if table == "" {
 		return ErrTable
 	}
-	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
-		TableName:            aws.String(table),
-		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(KeyAttribute), AttributeType: types.ScalarAttributeTypeS}},
-		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
-		BillingMode:          types.BillingModePayPerRequest,
-	})
-	var inUse *types.ResourceInUseException
-	created := err == nil
-	if err != nil && !errors.As(err, &inUse) {
-		return fmt.Errorf("dynamostore: create table %q: %w", table, err)
+	created, err := createTable(ctx, client, table)
+	if err != nil {
+		return err
 	}
+	last := "" // the last status described, for the error at the deadline
 	for {
 		out, err := client.DescribeTable(ctx, &dynamodb.DescribeTableInput{TableName: aws.String(table)})
 		var missing *types.ResourceNotFoundException
 		switch {
+		case errors.As(err, &missing) && !created:
+			// The table found there (ResourceInUseException) is gone: it
+			// was being deleted (delete-table, then serve at once). Waited
+			// on as a table just created, it held serve the whole of its
+			// bound for a table nobody created.
+			if created, err = createTable(ctx, client, table); err != nil {
+				return err
+			}
 		case errors.As(err, &missing):
 			// DescribeTable reads table metadata eventually consistently:
 			// just after CreateTable it may not know the table yet (the
@@ -160,16 +163,38 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 				return nil
 			}
 			return enableTTL(ctx, client, table)
+		case out.Table != nil:
+			last = string(out.Table.TableStatus)
 		}
 		select {
 		case <-ctx.Done():
 			if missing != nil {
 				return fmt.Errorf("dynamostore: table %q not active: %w (last answer: %w)", table, ctx.Err(), err)
 			}
+			if last != "" {
+				return fmt.Errorf("dynamostore: table %q not active: %w (last status %s)", table, ctx.Err(), last)
+			}
 			return fmt.Errorf("dynamostore: table %q not active: %w", table, ctx.Err())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// createTable asks DynamoDB to create table and reports whether it did:
+// false when the table exists already, or is still being deleted
+// (ResourceInUseException).
+func createTable(ctx context.Context, client TableAPI, table string) (bool, error) {
+	_, err := client.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:            aws.String(table),
+		AttributeDefinitions: []types.AttributeDefinition{{AttributeName: aws.String(KeyAttribute), AttributeType: types.ScalarAttributeTypeS}},
+		KeySchema:            []types.KeySchemaElement{{AttributeName: aws.String(KeyAttribute), KeyType: types.KeyTypeHash}},
+		BillingMode:          types.BillingModePayPerRequest,
+	})
+	var inUse *types.ResourceInUseException
+	if err != nil && !errors.As(err, &inUse) {
+		return false, fmt.Errorf("dynamostore: create table %q: %w", table, err)
+	}
+	return err == nil, nil
 }
 
 // enableTTL turns on the TTL of table, which CreateTable created, on
