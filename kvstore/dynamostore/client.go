@@ -146,8 +146,9 @@ func CreateTable(ctx context.Context, client TableAPI, table string) error {
 			// was being deleted (delete-table, then serve at once). Waited
 			// on as a table just created, it held serve the whole of its
 			// bound for a table nobody created.
-			if created, err = createTable(ctx, client, table); err != nil {
-				return err
+			var cerr error
+			if created, cerr = createTable(ctx, client, table); cerr != nil {
+				return cerr
 			}
 		case errors.As(err, &missing):
 			// DescribeTable reads table metadata eventually consistently:

@@ -19,11 +19,13 @@ import (
 // with ResourceInUseException while the table is DELETING, DescribeTable
 // describes it DELETING for deleting calls, then does not know it
 // (ResourceNotFoundException) until it is created again, after which it
-// is ACTIVE. stuck keeps it DELETING for ever.
+// is ACTIVE. stuck keeps it DELETING for ever; inUse keeps CreateTable
+// failing with ResourceInUseException once it is gone too (DynamoDB's
+// control plane not done with the deletion).
 type deletingTableAPI struct {
 	mu                          sync.Mutex
 	deleting                    int
-	stuck                       bool
+	stuck, inUse                bool
 	gone, recreated             bool
 	creates, describes, ttlsSet int
 }
@@ -32,7 +34,7 @@ func (a *deletingTableAPI) CreateTable(context.Context, *dynamodb.CreateTableInp
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.creates++
-	if !a.gone {
+	if !a.gone || a.inUse {
 		return nil, &types.ResourceInUseException{Message: new("Attempt to change a resource which is still in use: Table is being deleted")}
 	}
 	a.recreated = true
@@ -98,6 +100,19 @@ func TestRev14dCreateTableStuckDeleting(t *testing.T) {
 	}
 	if a.ttlsSet != 0 {
 		t.Errorf("TTL set %d times, want 0", a.ttlsSet)
+	}
+	// Gone, but not yet to be created again: the error names the last
+	// answer, DescribeTable's ResourceNotFoundException.
+	a = &deletingTableAPI{inUse: true}
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = dynamostore.CreateTable(ctx, a, "slidegate")
+	var missing *types.ResourceNotFoundException
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &missing) || strings.Contains(err.Error(), "%!") {
+		t.Errorf("CreateTable = %v; want the deadline and the ResourceNotFoundException", err)
+	}
+	if a.creates < 2 || a.ttlsSet != 0 {
+		t.Errorf("%d CreateTable calls, TTL set %d times; want at least 2 (asked again once gone), 0", a.creates, a.ttlsSet)
 	}
 }
 
