@@ -83,7 +83,10 @@ func CacheSize(n int) Option {
 	}
 }
 
-var _ kvstore.Conditional = (*Store)(nil)
+var (
+	_ kvstore.Conditional = (*Store)(nil)
+	_ kvstore.Reader      = (*Store)(nil)
+)
 
 // Store is a kvstore.Conditional on one DynamoDB table. Create it with New;
 // the zero value is not usable. A Store is safe for concurrent use; one per
