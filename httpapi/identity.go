@@ -113,14 +113,15 @@ func hashKey(key string, out *[64]byte) {
 // with strings.Fields did.
 func withScheme(dst []byte, key string) []byte {
 	as := unsafe.Slice(unsafe.StringData(key), len(key))
-	i := strings.IndexAny(key, " \t")
-	if i < 0 {
-		i = len(key)
+	// One pass to the first space, tab or byte that is not ASCII.
+	i := 0
+	for i < len(key) && key[i] != ' ' && key[i] != '\t' && key[i] < utf8.RuneSelf {
+		i++
 	}
-	if k := nonASCII(key[:i]); k >= 0 {
+	if i < len(key) && key[i] >= utf8.RuneSelf {
 		// A Unicode separator may come first: step by character, so
 		// that the 0xA0 byte of an à is no space.
-		for i = k; i < len(key) && sepLen(key[i:]) == 0; {
+		for i < len(key) && sepLen(key[i:]) == 0 {
 			if key[i] < utf8.RuneSelf {
 				i++
 			} else {
@@ -423,17 +424,6 @@ func trimKey(v string) string {
 		v = v[:len(v)-n]
 	}
 	return v
-}
-
-// nonASCII returns the index of the first byte of s that is not ASCII, or
-// -1.
-func nonASCII(s string) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] >= utf8.RuneSelf {
-			return i
-		}
-	}
-	return -1
 }
 
 // sepLen is spaceLen for the separator after a scheme: of ASCII, only a
