@@ -38,7 +38,8 @@ const (
 // runs (the Lambda's adapter since 925519a; counted with it, " k" was a
 // fresh client while the origin served k), and apiKey drops it too, for a
 // request handed to the Handler in process, with what an origin may trim
-// besides (trimKey: Unicode's white space, a Latin-1 NBSP). Several
+// besides (trimKey: Unicode's white space, U+FEFF, a lone byte 0x85 or
+// 0xA0). Several
 // lines of the header are one value, joined with ",": the value API
 // Gateway gives the Lambda for the same request, so that a client is one
 // identity whichever front end counts it (reading only the first line,
@@ -102,8 +103,11 @@ func hashKey(key string, out *[64]byte) {
 
 // withScheme returns key's bytes with the scheme of a "<scheme>
 // <credentials>" key in lower case (ASCII) and the white space after it
-// (spaces, tabs, and what an origin may take for white space: keySpace)
-// as one space, built in dst when that changes anything. Otherwise it
+// (sepLen: spaces, tabs, and what an origin may take for white space
+// beyond ASCII, keySpace's; not a newline, vertical tab, form feed or
+// carriage return) as one space, built in dst when that changes anything.
+// Only the first such run separates; the rest of key stays as it is.
+// Otherwise it
 // returns key's bytes where they are: Sum256 neither keeps nor changes
 // its argument, and []byte(key) copied every key longer than 32 bytes,
 // an allocation per request for a typical key and 100 KB for a 100 KB
