@@ -88,9 +88,11 @@ var (
 	_ kvstore.Reader      = (*Store)(nil)
 )
 
-// Store is a kvstore.Conditional on one DynamoDB table. Create it with New;
-// the zero value is not usable. A Store is safe for concurrent use; one per
-// process (Lambda instance) lets its cache pay off.
+// Store is a kvstore.Conditional on one DynamoDB table, and a
+// kvstore.Reader: Load answers from its cache, Read from the table.
+// Create it with New; the zero value is not usable. A Store is safe for
+// concurrent use; one per process (Lambda instance) lets its cache pay
+// off.
 type Store struct {
 	api       API
 	table     *string
