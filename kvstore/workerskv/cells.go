@@ -7,12 +7,13 @@ import (
 )
 
 // Cell is one isolate-global record: a counter of this isolate, or the
-// cached sum of the other isolates' counters of a slot. It holds numbers
+// cached sum of a slot's KV keys but the one this isolate's counter writes
+// (the other isolates' counters, and this one's evicted ones). It holds numbers
 // only, so that it can live in JS globals across requests. Times are Unix
 // milliseconds.
 type Cell struct {
-	// N is the isolate's total of a counter, or the listed sum of the other
-	// isolates.
+	// N is the isolate's total of a counter, or the listed sum of the
+	// slot's keys but the one the isolate's counter writes (Store.refresh).
 	N int64
 	// Flushed is the total of the counter's last successful KV write.
 	Flushed int64
@@ -32,9 +33,10 @@ type Cell struct {
 	// which the Worker cancels 30 s after its response, so Owner is never
 	// refreshed: a newer request takes the flushes over (see handoffAfter).
 	Owner int64
-	// Gen is, for a counter made after the isolate evicted one of the same
-	// slot (or of one that lives as long) once a write of it had started,
-	// when it was made; 0 for any other cell. Such a counter writes a KV
+	// Gen is, for a counter made after the isolate evicted a counter whose
+	// write had started, or a listed sum, that expires no earlier than it
+	// (evictKey: the evicted one may have been of its slot), when it was
+	// made; 0 for any other cell. Such a counter writes a KV
 	// key of its own (kvKey), so that it does not overwrite the counts the
 	// evicted one wrote: every isolate's list, this one's included, goes on
 	// counting those.

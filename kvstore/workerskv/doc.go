@@ -20,8 +20,11 @@
 //   - The other isolates' counts come from one list of the slot's prefix with
 //     metadata, summed and cached in the isolate (2 s by default, the
 //     previous bucket's sum 30 s), refreshed in the background with one
-//     refresh in flight per slot. Load returns that sum plus this isolate's
-//     exact total.
+//     refresh in flight per slot. The sum leaves out only the key this
+//     isolate's counter writes, chosen when the list has ended: the keys of
+//     counters it evicted are in it. Load returns that sum plus this
+//     isolate's exact total. A list reads at most 10 pages (10,000 keys);
+//     a slot with more is summed from those, and the cut is logged.
 //
 // The result is exact within an isolate and eventually consistent across
 // isolates and locations, bounded by the list cache interval plus KV's
@@ -55,10 +58,12 @@
 // client's count in this isolate starts afresh if it comes back, written to
 // a KV key of its own (its isolate id followed by "." and the time it was
 // made), so that the evicted counter's written counts stay in KV, listed
-// with the other isolates'. Counts not
-// yet written to KV are evicted last, each logged; a counter being written,
-// or written within FlushInterval, is not evicted, and a take-back from an
-// evicted counter does nothing.
+// with the other isolates'. An evicted sum of a client the isolate counts
+// is listed again behind its next request. Counts not yet written to KV
+// are evicted last, each logged; a counter being written, or written
+// within FlushInterval, is not evicted, nor is a counter of the previous
+// bucket while its client's counter of the current one stays, and a
+// take-back from an evicted counter does nothing.
 //
 // Local is the local-scope counter store for limiter.Options.Local: a
 // kvstore.Conditional over the same isolate globals that never touches KV.

@@ -57,8 +57,9 @@ const evictTo = maxCells - maxCells/10
 // Store.evictedSum) and counters written to KV lose nothing there: if its client comes
 // back, its new counter starts afresh in the isolate and writes a KV key of
 // its own (evictKey), and the evicted one's key is listed with the other
-// isolates' (it wrote over it, and the counts were gone for every isolate
-// until the bucket ended). Counters with counts not yet
+// isolates' (written over by the new counter, as before 775c7ce, the
+// counts were gone for every isolate until the bucket ended). Counters
+// with counts not yet
 // written to KV go last, and only with log, which names each and the counts
 // lost: Local passes nil and leaves them to the Store. Counters with a
 // write in flight or written within FlushInterval stay: the client's next

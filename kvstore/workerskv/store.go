@@ -88,7 +88,9 @@ var (
 	ErrGlobals = errors.New("workerskv: Options.Globals is required")
 	ErrLater   = errors.New("workerskv: Options.Later is required")
 	ErrLength  = errors.New("workerskv: slots and counts differ in length")
-	// ErrBinding: the Worker has no KV binding of the name given.
+	// ErrBinding: the Worker has no KV binding of the name given, or one
+	// that is not a KV namespace (NewBinding: an R2 bucket under that
+	// name).
 	ErrBinding = errors.New("workerskv: no such KV binding")
 	// ErrJS wraps every exception and rejection that comes from JavaScript.
 	ErrJS = jsasync.ErrJS
