@@ -82,7 +82,7 @@ func (c *Config) Validate() error {
 			// Hostname, not Host: "https://${HOST}:8443/upgrade" with HOST
 			// unset has the host ":8443" and no host name.
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-				return &FieldError{Field: path + ".upgrade_url", Value: quote(p.UpgradeURL), Err: because(ErrValue, "must be an absolute http or https URL")}
+				return &FieldError{Field: path + ".upgrade_url", Value: quote(p.UpgradeURL), Err: because(ErrValue, "must be an absolute http or https URL with a host name")}
 			}
 		}
 	}
