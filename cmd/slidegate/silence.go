@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -221,4 +222,17 @@ func (c *originConn) Write(p []byte) (int, error) {
 		_ = c.Conn.SetWriteDeadline(t)
 	}
 	return c.Conn.Write(p)
+}
+
+// CloseWrite ends the writing side of the connection (TCP's half-close),
+// which ReverseProxy passes on from the client of an upgraded connection
+// (a WebSocket, Docker's `Upgrade: tcp`) that ended its own. Without it,
+// the wrapper hid *net.TCPConn's, and ReverseProxy closed both
+// connections at once: the origin's answer to the client's last bytes
+// was lost.
+func (c *originConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("slidegate: close write of the origin connection: %w", http.ErrNotSupported)
 }
