@@ -173,9 +173,11 @@ func joinElements(v string) string {
 }
 
 // HashKey returns the lower-case hex SHA-256 of an API key as it is
-// counted (hashKey: a scheme in lower case, commas' white space dropped):
-// what config.Config.APIKeys is keyed by and what `slidegate hash-key`
-// prints.
+// counted (hashKey: a scheme in lower case and the white space after it
+// one space, commas' white space dropped): what config.Config.APIKeys is
+// keyed by and what `slidegate hash-key` prints. It hashes key as it is:
+// the white space around a key that the pre-filter and the check API
+// drop first is TrimKey's to drop.
 func HashKey(key string) string {
 	var out [64]byte
 	hashKey(key, &out)
