@@ -91,7 +91,7 @@ var (
 	// ErrBinding: the Worker has no KV binding of the name given, or one
 	// that is not a KV namespace (NewBinding: an R2 bucket under that
 	// name).
-	ErrBinding = errors.New("workerskv: no such KV binding")
+	ErrBinding = errors.New("workerskv: no KV namespace bound")
 	// ErrJS wraps every exception and rejection that comes from JavaScript.
 	ErrJS = jsasync.ErrJS
 )
