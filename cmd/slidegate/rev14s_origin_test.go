@@ -3,11 +3,17 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/internal/testenv"
 )
 
 // halfCloseOrigin takes `Upgrade: tcp` (as Docker's attach and exec do):
@@ -73,4 +79,54 @@ func frontOrigin(t *testing.T, origin http.Handler, flags ...string) string {
 	t.Cleanup(o.Close)
 	base, _ := serveInProcess(t, append([]string{"--config", operatorConfig(t, ""), "--origin", o.URL}, flags...)...)
 	return strings.TrimPrefix(base, "http://")
+}
+
+// TestOriginH2StopsReadingUpload: an HTTP/2 origin (https, the protocol
+// Go's transport takes when the origin offers it) whose handler stops
+// taking a request's body gets the client the 504 of --origin-timeout,
+// as an HTTP/1 origin does. The bound was on each write to the
+// connection, which never waits here: HTTP/2's flow control holds the
+// upload once the origin's window is full, and the client, its
+// connection and the stream waited for ever. A client-side bound of 10 s
+// stands for the failure; no timing is asserted.
+func TestOriginH2StopsReadingUpload(t *testing.T) {
+	release := make(chan struct{})
+	var protos testenv.Buffer
+	o := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(&protos, r.Proto)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	o.EnableHTTP2 = true
+	o.StartTLS()
+	t.Cleanup(o.Close)
+	t.Cleanup(func() { close(release) }) // first: lets a held request end
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs testenv.Buffer
+	p := httpapi.NewProxy(u, slog.New(slog.NewJSONHandler(&logs, nil)), nil)
+	p.Transport.(*http.Transport).TLSClientConfig = o.Client().Transport.(*http.Transport).TLSClientConfig
+	boundOrigin(p, 200*time.Millisecond)
+	r := httptest.NewRequest("POST", "http://front.test/upload", io.LimitReader(zeros{}, 64<<20))
+	r.ContentLength = 64 << 20
+	w := httptest.NewRecorder()
+	done := make(chan struct{})
+	go func() { defer close(done); p.ServeHTTP(w, r) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no answer in 10 s to an upload the %s origin stopped taking (--origin-timeout 200ms)", protos.String())
+	}
+	if protos.String() != "HTTP/2.0" {
+		t.Errorf("the origin saw %q, want HTTP/2.0", protos.String())
+	}
+	res := w.Result()
+	timedOut(t, res, w.Body.String())
+	if got := logs.String(); !strings.Contains(got, `"msg":"origin error"`) || !strings.Contains(got, `"status":504`) {
+		t.Errorf("log %s, want an origin error with status 504", got)
+	}
 }

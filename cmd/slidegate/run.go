@@ -315,7 +315,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if origin != nil {
 		p := httpapi.NewProxy(origin, log, cfg.Identity.Prefixes())
 		// A hung origin would hold its clients for as long as they wait.
-		boundOrigin(p.Transport.(*http.Transport), f.originTimeout)
+		boundOrigin(p, f.originTimeout)
 		next = boundWrites(fullDuplex(p), f.clientTimeout)
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Local: local, Next: next, Logger: log})

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/http/httputil"
 	"sync/atomic"
 	"time"
 )
@@ -172,7 +174,12 @@ func (w *silentWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // client and the origin connection for ever. Past the bound the
 // transport fails with a timeout, and the client gets a 504. d <= 0 means
 // no bound beyond the transport's own.
-func boundOrigin(tr *http.Transport, d time.Duration) {
+//
+// p's Transport must be the *http.Transport of httpapi.NewProxy, set up
+// (TLS) before: it is wrapped (pacedTransport) for the waits that are no
+// write to the connection.
+func boundOrigin(p *httputil.ReverseProxy, d time.Duration) {
+	tr := p.Transport.(*http.Transport)
 	tr.ResponseHeaderTimeout = d
 	if d <= 0 {
 		return
@@ -185,6 +192,7 @@ func boundOrigin(tr *http.Transport, d time.Duration) {
 		// 30 s; a deadline d and a quarter ahead would overflow.
 		return
 	}
+	p.Transport = pacedTransport{tr, d}
 	dial := tr.DialContext
 	if dial == nil {
 		dial = (&net.Dialer{}).DialContext
@@ -236,3 +244,113 @@ func (c *originConn) CloseWrite() error {
 	}
 	return fmt.Errorf("slidegate: close write of the origin connection: %w", http.ErrNotSupported)
 }
+
+// pacedTransport bounds to d each wait of its Transport for the origin to
+// take the next part of a request's body: from each time the transport
+// had a part of the body from the client (its waits for the client not
+// counted) until it has sent the whole body, or the answer began. Over
+// HTTP/2 (an https origin that offers it) that wait is no write to the
+// connection, which originConn bounds, but the stream's flow control: an
+// origin that stopped reading held an upload, its client and the stream
+// for ever. Past d the request is cancelled, and the transport's error is
+// errOriginSlow, a timeout: the client gets the 504.
+type pacedTransport struct {
+	*http.Transport
+	d time.Duration
+}
+
+// RoundTrip sends r through the Transport, bounded as pacedTransport
+// says.
+func (t pacedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return t.Transport.RoundTrip(r)
+	}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	b := &pacedBody{ReadCloser: r.Body, d: t.d}
+	// Until the transport first reads the body, it connects, sends the
+	// header or waits for 100 Continue, each bounded on its own.
+	b.reading.Store(true)
+	b.timer = time.AfterFunc(farBound, func() { b.check(cancel) })
+	b.timer.Reset(t.d)
+	// Once the whole body is sent, the wait for the answer to begin is
+	// the transport's own (ResponseHeaderTimeout). The body's Close
+	// would not tell: HTTP/2 closes it when the stream ends.
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { b.stop() },
+	})
+	r = r.WithContext(ctx) // a copy, for its own Body
+	r.Body = b
+	res, err := t.Transport.RoundTrip(r)
+	if !b.stop() {
+		// The bound passed, maybe as the answer came.
+		if err == nil {
+			res.Body.Close()
+		}
+		return nil, fmt.Errorf("slidegate: %w", errOriginSlow)
+	}
+	return res, err
+}
+
+// epoch is the origin of pacedBody's times: durations since it are read
+// from the monotonic clock.
+var epoch = time.Now()
+
+// pacedBody is the request body pacedTransport gives the transport.
+type pacedBody struct {
+	io.ReadCloser
+	d       time.Duration
+	timer   *time.Timer
+	last    atomic.Int64 // when the last Read returned, since epoch
+	reading atomic.Bool  // in a Read: waiting for the client, not the origin
+	state   atomic.Int32 // pacing, paceStopped or paceFired
+}
+
+const (
+	pacing int32 = iota
+	paceStopped
+	paceFired
+)
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	b.reading.Store(true)
+	n, err := b.ReadCloser.Read(p)
+	b.last.Store(int64(time.Since(epoch)))
+	b.reading.Store(false)
+	return n, err
+}
+
+// stop ends the pacing and reports whether the bound had not passed.
+func (b *pacedBody) stop() bool {
+	b.state.CompareAndSwap(pacing, paceStopped)
+	b.timer.Stop()
+	return b.state.Load() != paceFired
+}
+
+// check runs when the bound may have passed: it cancels the request with
+// errOriginSlow if the transport has waited d on the origin since it had
+// the last part of the body, else looks again when it would have.
+func (b *pacedBody) check(cancel context.CancelCauseFunc) {
+	wait := b.d
+	if !b.reading.Load() {
+		if idle := time.Since(epoch) - time.Duration(b.last.Load()); idle < b.d {
+			wait = b.d - idle
+		} else if b.state.CompareAndSwap(pacing, paceFired) {
+			cancel(errOriginSlow)
+			return
+		}
+	}
+	if b.state.Load() == pacing {
+		b.timer.Reset(wait)
+	}
+}
+
+// errOriginSlow is the error of a request whose origin did not take the
+// next part of its body in time: a timeout (net.Error), as a write past
+// its deadline is, so that the client gets a 504.
+var errOriginSlow error = originSlowError{}
+
+type originSlowError struct{}
+
+func (originSlowError) Error() string   { return "the origin took no part of the request body in time" }
+func (originSlowError) Timeout() bool   { return true }
+func (originSlowError) Temporary() bool { return true }
