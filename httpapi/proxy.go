@@ -114,7 +114,8 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 				// Refused by ReverseProxy before the origin was asked:
 				// the client's doing, no origin error to log (one at
 				// ERROR per such request, at the will of any client).
-				writeProblem(w, http.StatusBadRequest, "the Upgrade field names a protocol with a byte that is not printable ASCII", nil)
+				const reason = "names a protocol with a byte that is not printable ASCII"
+				writeProblem(w, http.StatusBadRequest, "the Upgrade field "+reason, []invalidParam{{Name: "Upgrade", Reason: reason}})
 				return
 			}
 			OriginFailed(log, w, r, err)
