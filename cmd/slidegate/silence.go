@@ -220,14 +220,18 @@ const farBound = 100 * 365 * 24 * time.Hour
 type originConn struct {
 	net.Conn
 	d     time.Duration
-	until atomic.Int64 // the write deadline set, in Unix nanoseconds
+	until atomic.Int64 // the write deadline set, since epoch
 }
 
+// Write moves the deadline on by the monotonic clock, as the deadline
+// itself runs: kept in wall-clock nanoseconds, a step of the wall clock
+// back by X left the check X behind a deadline that passed, and the next
+// write on a pooled connection failed (a POST's 504, a WebSocket cut).
 func (c *originConn) Write(p []byte) (int, error) {
-	if now := time.Now(); c.until.Load()-now.UnixNano() < int64(c.d) {
-		t := now.Add(c.d + c.d/4)
-		c.until.Store(t.UnixNano())
-		_ = c.Conn.SetWriteDeadline(t)
+	if now := time.Since(epoch); time.Duration(c.until.Load())-now < c.d {
+		u := now + c.d + c.d/4
+		c.until.Store(int64(u))
+		_ = c.Conn.SetWriteDeadline(epoch.Add(u))
 	}
 	return c.Conn.Write(p)
 }
