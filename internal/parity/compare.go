@@ -104,8 +104,9 @@ func canonical(h http.Header) http.Header {
 }
 
 // list is a field's value as a list: its lines split at commas, each
-// element trimmed, empty ones dropped (RFC 9110 5.6.1). Set-Cookie, whose
-// values hold commas, is its lines.
+// element trimmed of spaces and tabs (RFC 9110 5.6.1's OWS, not Unicode's
+// white space, which an origin may read as part of a key), empty ones
+// dropped. Set-Cookie, whose values hold commas, is its lines.
 func list(k string, vs []string) []string {
 	if k == "Set-Cookie" {
 		return vs
@@ -113,7 +114,7 @@ func list(k string, vs []string) []string {
 	var out []string
 	for _, v := range vs {
 		for e := range strings.SplitSeq(v, ",") {
-			if e = strings.TrimSpace(e); e != "" {
+			if e = strings.Trim(e, " \t"); e != "" {
 				out = append(out, e)
 			}
 		}

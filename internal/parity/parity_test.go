@@ -53,6 +53,8 @@ func TestDiff(t *testing.T) {
 		{"the origin's Host", get, func(o *Outcome) { o.Seen.Host = Host }, "origin's Host"},
 		{"the client at the origin", get, func(o *Outcome) { o.Seen.Header.Set("X-Forwarded-For", "127.0.0.3") }, "origin's X-Forwarded-For"},
 		{"a key header at the origin", get, func(o *Outcome) { o.Seen.Header.Del("X-Api-Key") }, "origin's X-Api-Key"},
+		{"Unicode white space around a key at the origin", get, func(o *Outcome) { o.Seen.Header.Set("X-Api-Key", "k\u00a0") }, "origin's X-Api-Key"},
+		{"a space and a tab around a list's element", get, func(o *Outcome) { o.Seen.Header.Set("X-Api-Key", " \tk ") }, ""},
 		{"the origin's body", get, func(o *Outcome) { o.Seen.Body = nil }, "origin's body"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
