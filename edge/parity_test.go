@@ -27,9 +27,13 @@ import (
 // fetch (fetchModel). The store is the Worker's own, workerskv, over an
 // empty KV whose writes go nowhere: one isolate counts exactly, as the
 // local server's memory store does (several isolates are the documented
-// eventual consistency, not compared here).
-func workerSide(t *testing.T, cfgText string, clock *parity.Clock) parity.Side {
+// eventual consistency, not compared here). It fails as c's Outage says
+// (parity.Failing). Its fetch is wrap(fetch's model, the header of the
+// request the Worker's Go code got, as it was before the handler ran);
+// nil: fetch's model alone.
+func workerSide(t *testing.T, c parity.Config, clock *parity.Clock, wrap func(fetch http.RoundTripper, in func() http.Header) http.RoundTripper) parity.Side {
 	t.Helper()
+	cfgText := c.Text
 	origin := parity.NewOrigin(t)
 	g := workerskv.NewMemGlobals("isolate-1")
 	configs := map[string][]byte{}
@@ -39,6 +43,11 @@ func workerSide(t *testing.T, cfgText string, clock *parity.Clock) parity.Side {
 	// origin never compresses, so that is left out of the model.
 	tr.DisableCompression = true
 	t.Cleanup(tr.CloseIdleConnections)
+	var in http.Header // the header of the request being served
+	var fetch http.RoundTripper = fetchModel{tr}
+	if wrap != nil {
+		fetch = wrap(fetch, func() http.Header { return in })
+	}
 	log := slog.New(slog.DiscardHandler)
 	return parity.Side{Name: "worker", Do: func(r *parity.Request) (parity.Outcome, error) {
 		store, err := workerskv.New(workerskv.Options{
@@ -48,7 +57,7 @@ func workerSide(t *testing.T, cfgText string, clock *parity.Clock) parity.Side {
 			return parity.Outcome{}, err
 		}
 		h, err := newHandler(env{Config: text(cfgText), Origin: origin.URL.String()}, deps{
-			Store: store, Local: workerskv.NewLocal(g, clock.Now), Transport: fetchModel{tr},
+			Store: c.Store(store, clock), Local: workerskv.NewLocal(g, clock.Now), Transport: fetch,
 			Now: clock.Now, Logger: log, Configs: &mapConfigs{m: configs, src: cfgText},
 			Clock: workerskv.NewClock(g),
 		})
@@ -60,6 +69,7 @@ func workerSide(t *testing.T, cfgText string, clock *parity.Clock) parity.Side {
 			return parity.Outcome{}, err
 		}
 		joinRequestHeader(req.Header) // as serve does before any handler
+		in = req.Header.Clone()
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		seen, err := origin.Take()
@@ -260,11 +270,16 @@ func isHexDigit(c byte) bool {
 //
 // Every kind of input is in (parity.Options): check requests naming a plan
 // other than the key's (PlanOverrides), keys on several header lines
-// (SplitKeys) and a clock that steps back (StepsBack). They found the deny
-// cache answering with too short a wait, the Worker hashing "k1, k2" where
-// the others hashed "k1,k2", and the Worker's limiter, which lives for one
+// (SplitKeys), a clock that steps back (StepsBack) and keys with Unicode
+// white space around them (UnicodeSpace). They found the deny cache
+// answering with too short a wait, the Worker hashing "k1, k2" where the
+// others hashed "k1,k2", and the Worker's limiter, which lives for one
 // request, deciding in a bucket the step had reopened (the isolate now
-// keeps the newest time: workerskv.Clock).
+// keeps the newest time: workerskv.Clock). The Worker is its Wasm build
+// (wasmWorkerSide: workerd's reading of header bytes, keylines_js.go), and
+// the origin's key header is compared as the README says it differs
+// (wasmNormaliser).
 func TestParityWithLocal(t *testing.T) {
-	parity.RunAll(t, parity.Options{PlanOverrides: true, SplitKeys: true, StepsBack: true}, workerSide, workerNormaliser)
+	o := parity.Options{PlanOverrides: true, SplitKeys: true, StepsBack: true, UnicodeSpace: true}
+	parity.RunAll(t, o, wasmWorkerSide, wasmNormaliser)
 }

@@ -271,17 +271,19 @@ func TestDiffWithLocal(t *testing.T) {
 // store, DynamoDB (dynalite, with its caches and its conditional writes),
 // in place of the memory store, and the clock stepping back by up to 50 s
 // (held: decided at the newest time seen) besides parity.Generate's steps.
+// A configuration's Outage fails both sides' stores alike (parity.Failing
+// over the memory store and over DynamoDB).
 func TestParityDynamoDB(t *testing.T) {
 	db := dynalite.Run(t)
 	awsEnv(t, "")
 	tables := 0
 	for _, httpAPI := range []bool{false, true} {
-		build := func(t *testing.T, cfgText string, clock *parity.Clock) parity.Side {
+		build := func(t *testing.T, c parity.Config, clock *parity.Clock) parity.Side {
 			tables++
 			table := fmt.Sprintf("slidegate-parity-%d", tables)
 			client := newClient(t, db.Endpoint, table)
 			// A loaded machine's dynalite, not the store, would be timed.
-			cfg, err := config.Parse([]byte(strings.Replace(cfgText, "{", `{"store_timeout": "5s",`, 1)))
+			cfg, err := config.Parse([]byte(strings.Replace(c.Text, "{", `{"store_timeout": "5s",`, 1)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -289,7 +291,7 @@ func TestParityDynamoDB(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return lambdaSideOn(t, cfg, st, clock, httpAPI)
+			return lambdaSideOn(t, cfg, c.Store(st, clock), clock, httpAPI)
 		}
 		for _, c := range parity.Configs() {
 			for seed := range uint64(parity.Sequences) {
@@ -304,7 +306,7 @@ func TestParityDynamoDB(t *testing.T) {
 							reqs[i].Step = 25 * time.Second
 						}
 					}
-					parity.Run(t, clock, reqs, parity.Local(t, c.Text, clock), build(t, c.Text, clock), lambdaNormaliser(httpAPI))
+					parity.Run(t, clock, reqs, parity.LocalOf(t, c, clock), build(t, c, clock), lambdaNormaliser(httpAPI))
 				})
 			}
 		}

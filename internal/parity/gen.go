@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/httpapi"
+	"github.com/slidegate/slidegate/kvstore"
 )
 
 // Keys the configurations list, and the check API's token.
@@ -24,9 +25,22 @@ const (
 // T0 is where runs start: not on any window's boundary.
 var T0 = time.Date(2026, 11, 22, 9, 47, 30, 250_000_000, time.UTC)
 
-// Config is a configuration runs use: its name, its JSON text, and its
-// check_token ("" when the check API is open).
-type Config struct{ Name, Text, CheckToken string }
+// Config is a configuration runs use: its name, its JSON text, its
+// check_token ("" when the check API is open), and whether every side's
+// shared store fails as Failing says.
+type Config struct {
+	Name, Text, CheckToken string
+	Outage                 bool
+}
+
+// Store returns the shared store a side of c runs on: st, failing as
+// Failing says (by clock) when c has an Outage.
+func (c Config) Store(st kvstore.Store, clock *Clock) kvstore.Store {
+	if c.Outage {
+		return Failing(st, clock)
+	}
+	return st
+}
 
 // Configs are the configurations runs use.
 //
@@ -37,6 +51,19 @@ type Config struct{ Name, Text, CheckToken string }
 // shadow: shadow mode, count_denied, a check_token, unlisted keys counted
 // on the IP, Authorization before X-API-Key, a local plan limit, no
 // ip_limits (preflights pass undecided), cors_origins "*".
+//
+// counted: enforced count_denied and on_store_error "deny", with a shared
+// store in an Outage; ip_limits and plans of both scopes, so that a refused
+// request's counts are kept where the store answers and the local rules
+// hold while it does not.
+//
+// outage: limits of both scopes on a shared store in an Outage, under
+// on_store_error "allow": the local rules still deny, the shared ones let
+// requests through marked error-allowed. Both configurations with an
+// Outage count denied requests, which turns the deny cache off: with it,
+// the local server and the Lambda answer an identity they know is blocked
+// from memory, as a Worker isolate answers from the counts it holds,
+// which a store failing every call, as Failing's does, cannot model.
 func Configs() []Config {
 	keys := fmt.Sprintf(`{%q: "pro", %q: "pro", %q: "pro"}`,
 		httpapi.HashKey(ProKey), httpapi.HashKey(ProBearer), httpapi.HashKey(SplitKey))
@@ -70,6 +97,36 @@ func Configs() []Config {
   "check_token": "` + CheckToken + `",
   "cors_origins": ["*"]
 }`,
+	}, {
+		Name: "counted", Outage: true, Text: `{
+  "plans": {
+    "free": {"limits": [{"name": "burst", "limit": 3, "window": "1s", "scope": "local"}, {"name": "minute", "limit": 6, "window": "1m"}],
+             "upgrade_url": "https://example.com/upgrade"},
+    "pro":  {"limits": [{"name": "minute", "limit": 12, "window": "1m"}, {"name": "hour", "limit": 40, "window": "1h"}]}
+  },
+  "default_plan": "free",
+  "api_keys": ` + keys + `,
+  "ip_limits": [{"name": "ip-burst", "limit": 5, "window": "2s", "scope": "local"},
+                {"name": "ip-minute", "limit": 30, "window": "1m"}],
+  "costs": [{"method": "POST", "path_prefix": "/v1/search", "cost": 3}],
+  "count_denied": true,
+  "on_store_error": "deny",
+  "cors_origins": ["` + AppOrigin + `"]
+}`,
+	}, {
+		Name: "outage", Outage: true, Text: `{
+  "plans": {
+    "free": {"limits": [{"name": "minute", "limit": 6, "window": "1m"}, {"name": "second", "limit": 2, "window": "1s", "scope": "local"}]},
+    "pro":  {"limits": [{"name": "minute", "limit": 12, "window": "1m"}]}
+  },
+  "default_plan": "free",
+  "api_keys": ` + keys + `,
+  "ip_limits": [{"name": "ip-burst", "limit": 4, "window": "2s", "scope": "local"},
+                {"name": "ip-minute", "limit": 30, "window": "1m"}],
+  "costs": [{"method": "GET", "path_prefix": "/v1/items/", "cost": 2}],
+  "count_denied": true,
+  "cors_origins": ["` + AppOrigin + `"]
+}`,
 	}}
 }
 
@@ -88,6 +145,12 @@ type Options struct {
 	// CheckToken is sent, in the forms the check API takes and some it
 	// refuses, with check requests.
 	CheckToken string
+	// UnicodeSpace sends keys with what an origin may take for white
+	// space around them (spaceKeys, spaceChecks): Unicode's, U+FEFF, a
+	// lone byte 0xA0 or 0x85. A Worker's origin gets such a key header as
+	// it came, the others' trimmed, and a Worker counts a lone byte as
+	// U+FFFD: its tests must normalise the one and model the other.
+	UnicodeSpace bool
 }
 
 // overrides are check bodies that name a plan other than the key's own.
@@ -215,6 +278,32 @@ var keys = [][]Field{
 	nil, nil, nil,
 }
 
+// spaceKeys are key headers with white space around the key that is not
+// HTTP's (README, "How a request is decided"): every platform counts the
+// key within (spelled with a Unicode space after its scheme, "Bearer
+// pro-token"), and a value of nothing else is no key. A Worker keeps a lone
+// byte 0xA0 or 0x85 as U+FFFD, which is part of its key: those keys are
+// sent in one spelling each and are used nowhere else, so that the
+// Worker's client "lone\ufffd" gets the requests the others' "lone" gets,
+// and their counts stay comparable.
+var spaceKeys = [][]Field{
+	{{"X-API-Key", ProKey + "\u00a0"}},
+	{{"X-API-Key", "\u3000" + ProKey}},
+	{{"X-API-Key", ProKey + "\ufeff"}},
+	{{"X-API-Key", "\ufeffu2"}},
+	{{"Authorization", "\u2028" + ProBearer + "\u00a0"}},
+	{{"Authorization", "Bearer\u3000pro-token"}},
+	{{"X-API-Key", "lone\xa0"}},
+	{{"X-API-Key", "\x85nel"}},
+	{{"X-API-Key", "\u00a0\u3000"}, {"Authorization", ProBearer}},
+}
+
+// spaceChecks are check bodies whose key has Unicode white space around
+// it (counted as the key within), or nothing else (a 400 naming key).
+var spaceChecks = []string{
+	`{"key": "\u00a0` + OutageKey + `\u3000", "cost": 2}`, `{"key": "` + ProKey + `\ufeff"}`, `{"key": "\u2028"}`,
+}
+
 // splitKey is SplitKey sent on two lines.
 var splitKey = []Field{{"X-API-Key", "k1"}, {"X-API-Key", "k2"}}
 
@@ -223,6 +312,9 @@ func (g *gen) key(r *Request) {
 	ks := keys[g.r.IntN(len(keys))]
 	if ks == nil && g.o.SplitKeys && g.r.IntN(3) == 0 {
 		ks = splitKey
+	}
+	if g.o.UnicodeSpace && g.r.IntN(4) == 0 {
+		ks = spaceKeys[g.r.IntN(len(spaceKeys))]
 	}
 	r.Header = append(r.Header, ks...)
 }
@@ -254,6 +346,9 @@ func (g *gen) check(r *Request) {
 	r.Body = []byte(g.one(checkBodies))
 	if g.o.PlanOverrides && g.r.IntN(4) == 0 {
 		r.Body = []byte(g.one(overrides))
+	}
+	if g.o.UnicodeSpace && g.r.IntN(5) == 0 {
+		r.Body = []byte(g.one(spaceChecks))
 	}
 	r.Chunked = g.r.IntN(5) == 0
 	if r.Chunked || len(r.Body) > 0 {

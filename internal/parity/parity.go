@@ -249,7 +249,13 @@ type Normaliser func(r *Request, ref, got *Outcome)
 // recording origin. The configuration text is what --config would hold.
 func Local(t testing.TB, cfgText string, clock *Clock) Side {
 	t.Helper()
-	cfg, err := config.Parse([]byte(cfgText))
+	return LocalOf(t, Config{Text: cfgText}, clock)
+}
+
+// LocalOf is Local for the configuration c, on its Store.
+func LocalOf(t testing.TB, c Config, clock *Clock) Side {
+	t.Helper()
+	cfg, err := config.Parse([]byte(c.Text))
 	if err != nil {
 		t.Fatalf("parity: %v", err)
 	}
@@ -262,7 +268,7 @@ func Local(t testing.TB, cfgText string, clock *Clock) Side {
 	})
 	const maxIdentities = 1_000_000 // serve's default
 	h, err := httpapi.New(httpapi.Options{
-		Config: cfg, Store: memstore.NewLimited(maxIdentities), Local: memstore.NewLimited(maxIdentities),
+		Config: cfg, Store: c.Store(memstore.NewLimited(maxIdentities), clock), Local: memstore.NewLimited(maxIdentities),
 		Next: next, Now: clock.Now, Logger: log,
 	})
 	if err != nil {
@@ -320,6 +326,9 @@ type Stats struct {
 	Checks    int         // check API answers of 200
 	Denied    int         // 429s of the pre-filter (not the origin's)
 	Shadowed  int         // answers marked Slidegate-Shadow: denied
+	// StoreErrors counts answers marked Slidegate-Store (error-allowed
+	// or error-denied).
+	StoreErrors int
 }
 
 // Run sends reqs in order to a and b, advancing clock by each request's
@@ -363,6 +372,9 @@ func (st *Stats) count(r *Request, o Outcome) {
 	if o.Header.Get(httpapi.ShadowHeader) != "" {
 		st.Shadowed++
 	}
+	if o.Header.Get(httpapi.StoreHeader) != "" {
+		st.StoreErrors++
+	}
 	switch {
 	case r.Path() == httpapi.CheckPath && o.Status == http.StatusOK:
 		st.Checks++
@@ -387,6 +399,7 @@ func (st *Stats) Add(o Stats) {
 	st.Checks += o.Checks
 	st.Denied += o.Denied
 	st.Shadowed += o.Shadowed
+	st.StoreErrors += o.StoreErrors
 }
 
 // CheckCoverage fails t when a run of the configuration named cfg (see
@@ -412,6 +425,14 @@ func CheckCoverage(t testing.TB, cfg string, st Stats) {
 		if st.Shadowed == 0 || st.Status[http.StatusUnauthorized] == 0 {
 			t.Errorf("%d shadow denials, %d 401s in %d requests; want some of each", st.Shadowed, st.Status[http.StatusUnauthorized], st.Requests)
 		}
+	case "counted":
+		if st.Denied == 0 || st.Status[http.StatusServiceUnavailable] == 0 {
+			t.Errorf("%d denials, %d 503s in %d requests; want some of each", st.Denied, st.Status[http.StatusServiceUnavailable], st.Requests)
+		}
+	case "outage":
+		if st.Denied == 0 || st.StoreErrors == 0 {
+			t.Errorf("%d denials, %d answers allowed on a store error in %d requests; want some of each", st.Denied, st.StoreErrors, st.Requests)
+		}
 	default:
 		t.Errorf("parity: no configuration %q", cfg)
 	}
@@ -428,8 +449,9 @@ const (
 // (Generate with o, and the configuration's check token) against the local
 // server and the side build returns for the same configuration and clock,
 // each in a subtest, and checks that each configuration's sequences
-// covered what CheckCoverage asks for.
-func RunAll(t *testing.T, o Options, build func(t *testing.T, cfgText string, clock *Clock) Side, norm Normaliser) {
+// covered what CheckCoverage asks for. build must run its side's shared
+// store as c.Store returns it.
+func RunAll(t *testing.T, o Options, build func(t *testing.T, c Config, clock *Clock) Side, norm Normaliser) {
 	for _, c := range Configs() {
 		t.Run(c.Name, func(t *testing.T) {
 			var total Stats
@@ -439,7 +461,7 @@ func RunAll(t *testing.T, o Options, build func(t *testing.T, cfgText string, cl
 					o := o
 					o.CheckToken = c.CheckToken
 					reqs := Generate(seed, Length, o)
-					total.Add(Run(t, clock, reqs, Local(t, c.Text, clock), build(t, c.Text, clock), norm))
+					total.Add(Run(t, clock, reqs, LocalOf(t, c, clock), build(t, c, clock), norm))
 				})
 			}
 			CheckCoverage(t, c.Name, total)
