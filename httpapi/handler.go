@@ -650,7 +650,6 @@ func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 // setHeaders) and its X-RateLimit-Remaining (nil and negative: none, after
 // a store error).
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int64, bool) {
-	now := h.now()
 	addr, _ := h.clientAddr(r)
 	ipID := ipIdentity(addr, h.v6bits)
 	id, p := ipID, h.defPlan
@@ -673,6 +672,11 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 			return nil, -1, true
 		}
 	}
+	// The clock is read only for a request some limit decides: on the
+	// Worker every time read is kept as the isolate's newest, and an
+	// undecided preflight's time, one no check saw, held the next check
+	// after a step back in a bucket it had not reached.
+	now := h.now()
 	cost := h.cost(r)
 	v := verdicts.Get().(*verdict)
 	defer verdicts.Put(v)
