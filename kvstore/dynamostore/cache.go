@@ -231,9 +231,12 @@ func (c *cache) end(id string, cl *call) {
 	sh.end(id, cl)
 }
 
-// settle ends cl and caches item, its answer, as store does: replacing
-// the cached counts when cl overlapped no other call of id or undo is set
-// (an undo lowers counts, which merging would undo), else merging.
+// settle ends cl, caches item, its answer, for id and returns its
+// counters: replacing the cached counts when cl overlapped no other call
+// of id or undo is set (an undo lowers counts, which merging would undo),
+// else merging them (answers to concurrent calls can arrive out of order).
+// A nil item (no such identity) caches nothing, and drops the cached
+// entry when cl overlapped no other call.
 func (c *cache) settle(id string, cl *call, item map[string]types.AttributeValue, undo bool) ([]cell, error) {
 	e, err := parseItem(item)
 	if err != nil {
@@ -251,22 +254,6 @@ func (c *cache) settle(id string, cl *call, item map[string]types.AttributeValue
 		return nil, nil
 	}
 	return sh.put(id, e, !undo && !alone, c.limit), nil
-}
-
-// store parses item, caches it for id and returns its counters. With merge,
-// a counter keeps the larger of its cached and returned values (responses
-// to concurrent writes can arrive out of order); without, the item's
-// counters replace the cached ones. A nil item (no such identity) caches
-// nothing.
-func (c *cache) store(id string, item map[string]types.AttributeValue, merge bool) ([]cell, error) {
-	e, err := parseItem(item)
-	if err != nil || e == nil {
-		return nil, err
-	}
-	sh := c.shard(id)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	return sh.put(id, e, merge, c.limit), nil
 }
 
 // parseItem parses a returned item; nil for none.
@@ -302,7 +289,7 @@ func parseItem(item map[string]types.AttributeValue) (*entry, error) {
 }
 
 // put caches e for id, merged with the cached entry or replacing its
-// counters (see store), and returns e's counters. The shard's lock must be held.
+// counters (see settle), and returns e's counters. The shard's lock must be held.
 func (sh *cacheShard) put(id string, e *entry, merge bool, limit int) []cell {
 	if prev := sh.m[id]; prev != nil {
 		if merge {

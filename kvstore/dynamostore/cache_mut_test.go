@@ -26,7 +26,7 @@ func TestCacheLower(t *testing.T) {
 		maps.Copy(item, counter(attrName(sl), n, ttl))
 	}
 	c := newCache(2 * shardCount)
-	if _, err := c.store("k", item, false); err != nil {
+	if _, err := cacheItem(c, "k", item); err != nil {
 		t.Fatal(err)
 	}
 	c.lower("k", []kvstore.Cond{

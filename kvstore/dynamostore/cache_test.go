@@ -17,12 +17,19 @@ func counter(attr string, n int64, ttl int64) map[string]types.AttributeValue {
 	}
 }
 
+// cacheItem caches item for id as the answer of a call that overlapped no
+// other.
+func cacheItem(c *cache, id string, item map[string]types.AttributeValue) ([]cell, error) {
+	cl := c.begin(id)
+	return c.settle(id, &cl, item, false)
+}
+
 func TestCacheBounded(t *testing.T) {
 	c := newCache(2 * shardCount) // two identities per shard
 	sl := kvstore.Slot{Name: "minute", Bucket: 100, Length: time.Minute}
 	attr := attrName(sl)
 	for i := range 1000 {
-		if _, err := c.store("id"+strconv.Itoa(i), counter(attr, 1, 1<<40), true); err != nil {
+		if _, err := cacheItem(c, "id"+strconv.Itoa(i), counter(attr, 1, 1<<40)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -49,7 +56,7 @@ func TestCacheEvictsExpiredFirst(t *testing.T) {
 	cur := kvstore.Slot{Name: "minute", Bucket: 200, Length: time.Minute}
 	mustStore := func(id string, sl kvstore.Slot) {
 		t.Helper()
-		if _, err := c.store(id, counter(attrName(sl), 1, expiry(sl)), true); err != nil {
+		if _, err := cacheItem(c, id, counter(attrName(sl), 1, expiry(sl))); err != nil {
 			t.Fatal(err)
 		}
 	}
