@@ -380,22 +380,30 @@ func FuzzFieldValue(f *testing.F) {
 		fd := fuzz14Fields[int(field)%len(fuzz14Fields)]
 		m := fuzz14Base()
 		fd.set(m, v)
-		doc, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := Parse(doc)
-		if err != nil {
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != fd.path {
-				t.Fatalf("%s = %q: %v, want an error naming %s", fd.path, v, err, fd.path)
-			}
-			return
-		}
-		if why := fuzz14Bounds(c); why != "" {
-			t.Fatalf("%s = %q accepted: %s", fd.path, v, why)
-		}
+		fuzz14OneField(t, m, fd.path, strconv.Quote(v))
 	})
+}
+
+// fuzz14OneField parses m, whose field path was set to shown, and expects
+// it either accepted within the README's bounds or refused by an error
+// naming exactly path.
+func fuzz14OneField(t *testing.T, m map[string]any, path, shown string) {
+	t.Helper()
+	doc, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Parse(doc)
+	if err != nil {
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != path {
+			t.Fatalf("%s = %s: %v, want an error naming %s", path, shown, err, path)
+		}
+		return
+	}
+	if why := fuzz14Bounds(c); why != "" {
+		t.Fatalf("%s = %s accepted: %s", path, shown, why)
+	}
 }
 
 // TestURLWithoutHostRefused: an upgrade_url or a cors_origins entry with a
@@ -445,20 +453,6 @@ func FuzzNumberValue(f *testing.F) {
 		// cost above it (an error about the cost, rightly).
 		m["costs"].([]any)[0].(map[string]any)["cost"] = 1
 		fd.set(m, json.Number(n))
-		doc, err := json.Marshal(m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := Parse(doc)
-		if err != nil {
-			var fe *FieldError
-			if !errors.As(err, &fe) || fe.Field != fd.path {
-				t.Fatalf("%s = %s: %v, want an error naming %s", fd.path, n, err, fd.path)
-			}
-			return
-		}
-		if why := fuzz14Bounds(c); why != "" {
-			t.Fatalf("%s = %s accepted: %s", fd.path, n, why)
-		}
+		fuzz14OneField(t, m, fd.path, n)
 	})
 }

@@ -47,13 +47,7 @@ func TestKeyWhiteSpaceAsOriginGetsIt(t *testing.T) {
 			if tt.used != "" {
 				limit = 10 // pro
 			}
-			for i := range limit {
-				w := httptest.NewRecorder()
-				f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", header(tt.used)))
-				if w.Code != http.StatusOK {
-					t.Fatalf("request %d of %q: status %d", i, tt.used, w.Code)
-				}
-			}
+			useUp(t, f, header(tt.used), limit)
 			got = nil
 			w := httptest.NewRecorder()
 			f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", header(tt.value)))
@@ -64,5 +58,18 @@ func TestKeyWhiteSpaceAsOriginGetsIt(t *testing.T) {
 				t.Errorf("the origin got %q, want %q", got, tt.origin)
 			}
 		})
+	}
+}
+
+// useUp sends n requests from 192.0.2.1 with header h, each of which must
+// be admitted: a client's quota spent before the request a test is about.
+func useUp(t *testing.T, f *fixture, h http.Header, n int) {
+	t.Helper()
+	for i := range n {
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", h))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d with %v: status %d", i, h, w.Code)
+		}
 	}
 }

@@ -118,13 +118,7 @@ func TestRev14KeyCharactersKept(t *testing.T) {
 // what the origin read of the key for it (origin's readings are reset).
 func keyedAfterUsingUp(t *testing.T, f *fixture, origin *[]string, used string, n int, value string) (int, []string) {
 	t.Helper()
-	for i := range n {
-		w := httptest.NewRecorder()
-		f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"X-Api-Key": {used}}))
-		if w.Code != http.StatusOK {
-			t.Fatalf("request %d with %q: status %d", i, used, w.Code)
-		}
-	}
+	useUp(t, f, http.Header{"X-Api-Key": {used}}, n)
 	*origin = nil
 	w := httptest.NewRecorder()
 	f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", http.Header{"X-Api-Key": {value}}))

@@ -71,13 +71,7 @@ func TestKeyUnicodeSpaceAsOriginReadsIt(t *testing.T) {
 			if tt.used != "" {
 				limit = 10 // pro
 			}
-			for i := range limit {
-				w := httptest.NewRecorder()
-				f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", header(tt.used)))
-				if w.Code != http.StatusOK {
-					t.Fatalf("request %d of %q: status %d", i, tt.used, w.Code)
-				}
-			}
+			useUp(t, f, header(tt.used), limit)
 			if got, want := served[len(served)-1], tt.strip(tt.value); got != want {
 				t.Fatalf("the origin reads %q as %q, the row wants it read as %q", tt.value, want, got)
 			}
