@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,8 +120,10 @@ func TestWorkerdUploadAborted(t *testing.T) {
 		n   int
 		err error
 	}
-	got := make(chan seen, 1)
+	got, arrived := make(chan seen, 1), make(chan struct{})
+	var once sync.Once
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(arrived) })
 		b, err := io.ReadAll(r.Body)
 		got <- seen{len(b), err}
 	}))
@@ -132,9 +135,12 @@ func TestWorkerdUploadAborted(t *testing.T) {
 	}
 	_, _ = io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n")
 	_, _ = c.Write(bytes.Repeat([]byte("x"), 1<<14))
-	// The client leaves once the origin has the request (there is no
-	// event to wait for: a bound, not a measurement).
-	time.Sleep(300 * time.Millisecond)
+	// The client leaves once the origin has the request.
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the upload did not reach the origin")
+	}
 	c.Close()
 	select {
 	case s := <-got:
