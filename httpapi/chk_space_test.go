@@ -3,6 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +49,31 @@ func TestCheckKeyUnicodeSpace(t *testing.T) {
 			}
 			if resp.Allowed || resp.Plan != "pro" {
 				t.Errorf("check of %q after the pre-filter used the pro key up: %s; want denied on the pro plan", tt.key, w.Body)
+			}
+		})
+	}
+}
+
+// TestCheckKeyOfWhiteSpaceSaysSo: a check key of only white space is
+// refused as such, not as a key that is missing: the caller sent one.
+func TestCheckKeyOfWhiteSpaceSaysSo(t *testing.T) {
+	for _, tc := range []struct{ key, reason string }{
+		{"", "required"},
+		{" \t", "white space"},
+	} {
+		t.Run(strconv.Quote(tc.key), func(t *testing.T) {
+			f := newFixture(t, testConfig(t, nil), nil)
+			body, err := json.Marshal(map[string]any{"key": tc.key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := f.do(req{method: http.MethodPost, path: CheckPath, body: string(body)})
+			var p problem
+			if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if w.Code != http.StatusBadRequest || len(p.InvalidParams) != 1 || p.InvalidParams[0].Name != "key" || !strings.Contains(p.InvalidParams[0].Reason, tc.reason) {
+				t.Errorf("status %d, invalid-params %+v; want 400 naming key, %q", w.Code, p.InvalidParams, tc.reason)
 			}
 		})
 	}

@@ -49,3 +49,23 @@ func TestSigV4IsNoKey(t *testing.T) {
 		})
 	}
 }
+
+// TestSigV4TabIsNoKey: a signature whose scheme is followed by a tab, not
+// a space, is still no key (signature looks for either, as withScheme
+// does): each request's new signature counted as a key was a fresh client,
+// never limited.
+func TestSigV4TabIsNoKey(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), nil)
+	for i := range 4 {
+		h := http.Header{"Authorization": {"AWS4-HMAC-SHA256\tCredential=ASIAEXAMPLE/20261122/eu-west-1/lambda/aws4_request, Signature=" + strconv.Itoa(1e9+i)}}
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", h))
+		want := http.StatusOK // free allows 3 a minute, to the client IP
+		if i == 3 {
+			want = http.StatusTooManyRequests
+		}
+		if w.Code != want {
+			t.Fatalf("request %d: status %d, want %d", i, w.Code, want)
+		}
+	}
+}
