@@ -17,9 +17,9 @@ import (
 	"github.com/slidegate/slidegate/internal/jsonv"
 )
 
-// fuzz14Seeds are the documents the fuzz targets below start from: every
+// fuzzSeeds are the documents the fuzz targets below start from: every
 // fixture, the example, and a configuration that sets every field.
-func fuzz14Seeds(f *testing.F) {
+func fuzzSeeds(f *testing.F) {
 	files, _ := filepath.Glob("testdata/invalid/*.json")
 	files = append(files, "../examples/config.json")
 	for _, name := range files {
@@ -44,7 +44,7 @@ func fuzz14Seeds(f *testing.F) {
 // shows neither the check token nor a raw API key; a document that is not
 // UTF-8 is refused at the line and column of its first bad byte.
 func FuzzConfigRoundTrip(f *testing.F) {
-	fuzz14Seeds(f)
+	fuzzSeeds(f)
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		c, err := Parse(doc)
 		if err != nil {
@@ -58,14 +58,14 @@ func FuzzConfigRoundTrip(f *testing.F) {
 			if _, again := Parse(doc); again == nil || again.Error() != err.Error() {
 				t.Fatalf("parsed twice: %v, then %v", err, again)
 			}
-			for _, s := range fuzz14Secrets(doc) {
+			for _, s := range fuzzSecrets(doc) {
 				if strings.Contains(err.Error(), s) {
 					t.Fatalf("error %q shows the secret %q", err, s)
 				}
 			}
 			return
 		}
-		if why := fuzz14Bounds(c); why != "" {
+		if why := fuzzBounds(c); why != "" {
 			t.Fatalf("accepted %s\n%s", why, doc)
 		}
 		out, err := json.Marshal(c)
@@ -82,10 +82,10 @@ func FuzzConfigRoundTrip(f *testing.F) {
 	})
 }
 
-// fuzz14Secrets returns the check token and the api_keys entries that are
+// fuzzSecrets returns the check token and the api_keys entries that are
 // not hashes (raw keys pasted there), of 8 bytes or more, when doc is an
 // object that has them.
-func fuzz14Secrets(doc []byte) []string {
+func fuzzSecrets(doc []byte) []string {
 	tree, err := jsonv.Parse(doc)
 	if err != nil {
 		return nil
@@ -104,9 +104,9 @@ func fuzz14Secrets(doc []byte) []string {
 	return out
 }
 
-// fuzz14Bounds returns what in c breaks a bound the README's
+// fuzzBounds returns what in c breaks a bound the README's
 // configuration reference documents, or "".
-func fuzz14Bounds(c *Config) string {
+func fuzzBounds(c *Config) string {
 	name := func(s string) bool {
 		if len(s) < 1 || len(s) > 64 {
 			return false
@@ -317,15 +317,15 @@ func FuzzCostsCovered(f *testing.F) {
 	})
 }
 
-// fuzz14Fields are the string fields FuzzFieldValue writes a value into:
+// fuzzFields are the string fields FuzzFieldValue writes a value into:
 // where in the document (set), and the path an error about it names.
-var fuzz14Fields = []struct {
+var fuzzFields = []struct {
 	path string
 	set  func(m map[string]any, v string)
 }{
-	{"plans.free.limits[0].name", func(m map[string]any, v string) { fuzz14Limit(m)["name"] = v }},
-	{"plans.free.limits[0].window", func(m map[string]any, v string) { fuzz14Limit(m)["window"] = v }},
-	{"plans.free.limits[0].scope", func(m map[string]any, v string) { fuzz14Limit(m)["scope"] = v }},
+	{"plans.free.limits[0].name", func(m map[string]any, v string) { fuzzLimit(m)["name"] = v }},
+	{"plans.free.limits[0].window", func(m map[string]any, v string) { fuzzLimit(m)["window"] = v }},
+	{"plans.free.limits[0].scope", func(m map[string]any, v string) { fuzzLimit(m)["scope"] = v }},
 	{"plans.free.upgrade_url", func(m map[string]any, v string) {
 		m["plans"].(map[string]any)["free"].(map[string]any)["upgrade_url"] = v
 	}},
@@ -342,14 +342,14 @@ var fuzz14Fields = []struct {
 	{"cors_origins[0]", func(m map[string]any, v string) { m["cors_origins"] = []any{v} }},
 }
 
-// fuzz14Limit returns the first limit of the plan free of fuzz14Base.
-func fuzz14Limit(m map[string]any) map[string]any {
+// fuzzLimit returns the first limit of the plan free of fuzzBase.
+func fuzzLimit(m map[string]any) map[string]any {
 	return m["plans"].(map[string]any)["free"].(map[string]any)["limits"].([]any)[0].(map[string]any)
 }
 
-// fuzz14Base returns a valid configuration that sets every field
-// fuzz14Fields names, as a tree to marshal.
-func fuzz14Base() map[string]any {
+// fuzzBase returns a valid configuration that sets every field
+// fuzzFields names, as a tree to marshal.
+func fuzzBase() map[string]any {
 	return map[string]any{
 		"plans": map[string]any{"free": map[string]any{
 			"limits": []any{map[string]any{"name": "minute", "limit": 60, "window": "1m", "scope": "shared"}},
@@ -367,7 +367,7 @@ func fuzz14Base() map[string]any {
 
 // FuzzFieldValue: any string in any one string field of a valid
 // configuration is either accepted, and then within the README's bounds
-// (fuzz14Bounds), or refused by an error that names exactly that field.
+// (fuzzBounds), or refused by an error that names exactly that field.
 func FuzzFieldValue(f *testing.F) {
 	for i, v := range []string{"minute", "90s", "local", "https://example.com/up", "free", "Authorization", "::ffff:10.0.0.0/104",
 		"ip", "ip", "GET", "/v1/", "deny", "1s", "t0k", "http://[::1]:8080"} {
@@ -377,17 +377,17 @@ func FuzzFieldValue(f *testing.F) {
 	f.Add(uint8(14), "https://xn--bcher-kva.example")
 	f.Add(uint8(14), "https://:8443")
 	f.Fuzz(func(t *testing.T, field uint8, v string) {
-		fd := fuzz14Fields[int(field)%len(fuzz14Fields)]
-		m := fuzz14Base()
+		fd := fuzzFields[int(field)%len(fuzzFields)]
+		m := fuzzBase()
 		fd.set(m, v)
-		fuzz14OneField(t, m, fd.path, strconv.Quote(v))
+		fuzzOneField(t, m, fd.path, strconv.Quote(v))
 	})
 }
 
-// fuzz14OneField parses m, whose field path was set to shown, and expects
+// fuzzOneField parses m, whose field path was set to shown, and expects
 // it either accepted within the README's bounds or refused by an error
 // naming exactly path.
-func fuzz14OneField(t *testing.T, m map[string]any, path, shown string) {
+func fuzzOneField(t *testing.T, m map[string]any, path, shown string) {
 	t.Helper()
 	doc, err := json.Marshal(m)
 	if err != nil {
@@ -401,7 +401,7 @@ func fuzz14OneField(t *testing.T, m map[string]any, path, shown string) {
 		}
 		return
 	}
-	if why := fuzz14Bounds(c); why != "" {
+	if why := fuzzBounds(c); why != "" {
 		t.Fatalf("%s = %s accepted: %s", path, shown, why)
 	}
 }
@@ -438,7 +438,7 @@ func FuzzNumberValue(f *testing.F) {
 		path string
 		set  func(m map[string]any, n json.Number)
 	}{
-		{"plans.free.limits[0].limit", func(m map[string]any, n json.Number) { fuzz14Limit(m)["limit"] = n }},
+		{"plans.free.limits[0].limit", func(m map[string]any, n json.Number) { fuzzLimit(m)["limit"] = n }},
 		{"ip_limits[0].limit", func(m map[string]any, n json.Number) { m["ip_limits"].([]any)[0].(map[string]any)["limit"] = n }},
 		{"costs[0].cost", func(m map[string]any, n json.Number) { m["costs"].([]any)[0].(map[string]any)["cost"] = n }},
 		{"identity.ipv6_prefix", func(m map[string]any, n json.Number) { m["identity"].(map[string]any)["ipv6_prefix"] = n }},
@@ -448,11 +448,11 @@ func FuzzNumberValue(f *testing.F) {
 			return
 		}
 		fd := fields[int(field)%len(fields)]
-		m := fuzz14Base()
+		m := fuzzBase()
 		// A cost of 1, so that no limit the field may hold leaves the
 		// cost above it (an error about the cost, rightly).
 		m["costs"].([]any)[0].(map[string]any)["cost"] = 1
 		fd.set(m, json.Number(n))
-		fuzz14OneField(t, m, fd.path, n)
+		fuzzOneField(t, m, fd.path, n)
 	})
 }

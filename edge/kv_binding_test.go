@@ -11,11 +11,11 @@ import (
 	"github.com/slidegate/slidegate/kvstore/workerskv"
 )
 
-// TestRev14BindingNotANamespaceSaysSo: the 500 of a Worker whose
+// TestBindingNotANamespaceSaysSo: the 500 of a Worker whose
 // SLIDEGATE_KV is absent or bound to something that is not a KV namespace
 // (workerskv.NewBinding's refusal, 2d21cda) says which, in the words
 // docs/edge.md gives the operator.
-func TestRev14BindingNotANamespaceSaysSo(t *testing.T) {
+func TestBindingNotANamespaceSaysSo(t *testing.T) {
 	for _, err := range []error{
 		fmt.Errorf("%w: %q", workerskv.ErrBinding, kvBinding),
 		fmt.Errorf("%w: %q is not a KV namespace (it has no getWithMetadata)", workerskv.ErrBinding, kvBinding),

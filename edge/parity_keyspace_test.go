@@ -13,7 +13,7 @@ import (
 )
 
 // workerdHeader is a header value as the Worker's Go code gets it from
-// workerd (seen under wrangler dev: TestPar14WorkerdKeySpace): its bytes
+// workerd (seen under wrangler dev: TestWorkerdKeySpace): its bytes
 // read as UTF-8, a byte that begins no character as U+FFFD, and a leading
 // U+FEFF dropped. (A cut multi-byte character is one U+FFFD to workerd and
 // one per byte here; the generated values hold lone bytes only.)
@@ -105,13 +105,13 @@ func wasmNormaliser(r *parity.Request, ref, got *parity.Outcome) {
 	}
 }
 
-// TestPar14LoneByteIsAnotherClient: what TestParityWithLocal's generator
+// TestLoneByteIsAnotherClient: what TestParityWithLocal's generator
 // keeps out of its sequences (parity.Options.UnicodeSpace), asserted: a
 // listed key followed (or preceded) by a lone byte 0xA0 or 0x85 is that
 // key on the local server and, read as U+FFFD, an unlisted key of the
 // default plan on the Worker (README, identity), whose origin gets it with
 // the U+FFFD; with U+00A0, it is the key on both.
-func TestPar14LoneByteIsAnotherClient(t *testing.T) {
+func TestLoneByteIsAnotherClient(t *testing.T) {
 	c := parity.Configs()[0] // limits: pro's minute is 12, free's 6
 	const pro, free = `"minute";q=12;w=60`, `"minute";q=6;w=60`
 	for _, tc := range []struct {

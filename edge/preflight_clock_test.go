@@ -8,7 +8,7 @@ import (
 	"github.com/slidegate/slidegate/internal/parity"
 )
 
-// TestPar14PreflightMovesNoClock: a CORS preflight that passes undecided
+// TestPreflightMovesNoClock: a CORS preflight that passes undecided
 // (no ip_limits) counts nothing and is decided by no limit, so the time it
 // came at is no time a check has seen: after the clock steps back, the
 // next check is decided at its own time, as on the local server (and the
@@ -18,7 +18,7 @@ import (
 // bucket the preflight had reached: with a limit of 2 a second used up at
 // 09:47:31.90, a preflight at 09:47:32.10 and a step back to 09:47:31.95,
 // the local server answers 429 and the Worker 200.
-func TestPar14PreflightMovesNoClock(t *testing.T) {
+func TestPreflightMovesNoClock(t *testing.T) {
 	c := parity.Config{Text: `{
   "plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}]}},
   "default_plan": "free"

@@ -14,7 +14,7 @@ import (
 	"github.com/slidegate/slidegate/internal/parity"
 )
 
-// TestPar14WorkerdKeySpace: the Worker in workerd (its Wasm build, with
+// TestWorkerdKeySpace: the Worker in workerd (its Wasm build, with
 // keylines_js.go) and the local server count a key with Unicode white
 // space or a byte order mark around it as the key within, and the Worker's
 // origin gets the key header as it came, the local server's trimmed
@@ -22,7 +22,7 @@ import (
 // client, where the local server counts the key. What the Worker's origin
 // gets is what workerdHeader, the model of the in-process parity tests,
 // says.
-func TestPar14WorkerdKeySpace(t *testing.T) {
+func TestWorkerdKeySpace(t *testing.T) {
 	w := slidegateWorker(t)
 	client := passClient(t)
 	k := randomKey(t)

@@ -7,14 +7,14 @@ import (
 	"testing"
 )
 
-// fuzz14Walk is the README's reading of X-Forwarded-For, written plainly:
+// fuzzWalk is the README's reading of X-Forwarded-For, written plainly:
 // the socket peer, unless it is a trusted proxy; then the field's lines as
 // one list, empty elements skipped, read from the right, each entry
 // trimmed: the first that is no trusted proxy is the client, an entry that
 // is no address ends the walk at the last trusted proxy, and a chain of
 // trusted proxies only gives its left-most. It also reports whether the
 // walk read every entry (every one an address of a trusted proxy).
-func fuzz14Walk(proxies []netip.Prefix, peer netip.Addr, lines []string) (netip.Addr, bool) {
+func fuzzWalk(proxies []netip.Prefix, peer netip.Addr, lines []string) (netip.Addr, bool) {
 	if !contains(proxies, peer) {
 		return peer, false
 	}
@@ -40,7 +40,7 @@ func fuzz14Walk(proxies []netip.Prefix, peer netip.Addr, lines []string) (netip.
 }
 
 // FuzzForwardedFor: the client address read from a request through
-// trusted proxies is the README's (fuzz14Walk), and entries a client puts
+// trusted proxies is the README's (fuzzWalk), and entries a client puts
 // left of its own address (a line of its own before the others, or more
 // entries at the start of the first) never change it, unless every entry
 // was a trusted proxy's.
@@ -61,7 +61,7 @@ func FuzzForwardedFor(f *testing.F) {
 		if !ok {
 			return
 		}
-		want, whole := fuzz14Walk(h.proxies, peer, lines)
+		want, whole := fuzzWalk(h.proxies, peer, lines)
 		if got != want {
 			t.Fatalf("peer %s, X-Forwarded-For %q: client %s, want %s", peer, lines, got, want)
 		}

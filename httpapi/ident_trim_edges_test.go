@@ -21,12 +21,12 @@ func jsTrim(v string) string {
 	return strings.TrimFunc(v, func(r rune) bool { return r == '\ufeff' || r != 0x85 && unicode.IsSpace(r) })
 }
 
-// TestRev14ByteOrderMarkAsJSTrims: U+FEFF around a key is white space to
+// TestByteOrderMarkAsJSTrims: U+FEFF around a key is white space to
 // JavaScript's trim, which trimKey's doc names among the trims it follows:
 // "<used-up pro key>\ufeff" was a fresh default-plan identity while a
 // Worker origin reading the key with trim() served the pro key; the check
 // API asked about a fresh client for it too.
-func TestRev14ByteOrderMarkAsJSTrims(t *testing.T) {
+func TestByteOrderMarkAsJSTrims(t *testing.T) {
 	for _, value := range []string{proKey + "\ufeff", "\ufeff" + proKey, "\ufeff\u00a0" + proKey + " \ufeff"} {
 		t.Run(value, func(t *testing.T) {
 			var served []string
@@ -66,13 +66,13 @@ func TestRev14ByteOrderMarkAsJSTrims(t *testing.T) {
 	}
 }
 
-// TestRev14KeyCharactersKept: a character of a key whose UTF-8 ends in the
+// TestKeyCharactersKept: a character of a key whose UTF-8 ends in the
 // byte 0x85 or 0xA0 (à, Å, ą, U+0805, an emoji), or a byte that is not
 // UTF-8 and is neither, is the key's wherever it stands: the pre-filter
 // counts such a key as a client of its own (not as the key without it),
 // hashes it as it is, sends it to the origin byte for byte, and the check
 // API (for valid UTF-8) counts it as the pre-filter does.
-func TestRev14KeyCharactersKept(t *testing.T) {
+func TestKeyCharactersKept(t *testing.T) {
 	const k = "key-0123"
 	var keys []string
 	for _, c := range []string{"\u00e0", "\u00c5", "\u0105", "\u0805", "\U0001F605", "\u2026"} {
@@ -125,10 +125,10 @@ func keyedAfterUsingUp(t *testing.T, f *fixture, origin *[]string, used string, 
 	return w.Code, *origin
 }
 
-// beforeSession14 is how a key was hashed before e450851 (the pre-filter,
-// the check API and hash-key alike): trimmed of HTTP's white space, a
-// scheme separated by spaces and tabs only.
-func beforeSession14(key string) string {
+// hashBeforeUnicodeSpace is how a key was hashed before e450851 (the
+// pre-filter, the check API and hash-key alike): trimmed of HTTP's white
+// space, a scheme separated by spaces and tabs only.
+func hashBeforeUnicodeSpace(key string) string {
 	key = textproto.TrimString(key)
 	if strings.IndexByte(key, ',') >= 0 {
 		key = joinElements(key)
@@ -165,10 +165,10 @@ func newSpace(key string) bool {
 	return false
 }
 
-// FuzzRev14HashUnchanged: every key an api_keys entry of an earlier release
+// FuzzHashUnchanged: every key an api_keys entry of an earlier release
 // was hashed from hashes the same now, unless it holds what is white space
 // only since session 14 (newSpace): no entry stops matching silently.
-func FuzzRev14HashUnchanged(f *testing.F) {
+func FuzzHashUnchanged(f *testing.F) {
 	for _, s := range []string{"k", " Bearer  abc\t", "BEARER x", "k\u00e0", "\u00e0B k", "a , b", "a\nb", "k\xe0\xa0", "X\u0105Y z"} {
 		f.Add(s)
 	}
@@ -176,7 +176,7 @@ func FuzzRev14HashUnchanged(f *testing.F) {
 		if textproto.TrimString(key) == "" || newSpace(key) {
 			return
 		}
-		if got, want := HashKey(trimKey(key)), beforeSession14(key); got != want {
+		if got, want := HashKey(trimKey(key)), hashBeforeUnicodeSpace(key); got != want {
 			t.Fatalf("%q: hash %s, was %s", key, got, want)
 		}
 	})

@@ -19,12 +19,12 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 )
 
-// fuzz14Event is the event a Function URL (or, httpAPI, an HTTP API) sends
+// fuzzEvent is the event a Function URL (or, httpAPI, an HTTP API) sends
 // for r, a request net/http's server read: rawPath as sent (an HTTP API's
 // decoded), rawQueryString as sent, header names in lower case with the
 // values of a name's lines joined with ",", Cookie lines split into
 // cookies, the body whole (base64 unless UTF-8).
-func fuzz14Event(r *http.Request, httpAPI bool) events.APIGatewayV2HTTPRequest {
+func fuzzEvent(r *http.Request, httpAPI bool) events.APIGatewayV2HTTPRequest {
 	rawPath, rawQuery, _ := strings.Cut(r.RequestURI, "?")
 	domain := fnURLDomain
 	if httpAPI {
@@ -77,7 +77,7 @@ func FuzzEventLikeNetHTTP(f *testing.F) {
 		for _, line := range strings.Split(fields, "\n") {
 			name, _, ok := strings.Cut(line, ":")
 			switch n := strings.ToLower(name); {
-			case !ok, !fuzz14Token(n), n == "host", n == "content-length", n == "transfer-encoding", n == "expect":
+			case !ok, !fuzzToken(n), n == "host", n == "content-length", n == "transfer-encoding", n == "expect":
 				continue
 			}
 			wire.WriteString(line + "\r\n")
@@ -91,7 +91,7 @@ func FuzzEventLikeNetHTTP(f *testing.F) {
 		if err != nil {
 			return // refused by net/http's server (a 400): no event to compare
 		}
-		ev := fuzz14Event(want, httpAPI)
+		ev := fuzzEvent(want, httpAPI)
 		got, err := request(context.Background(), &ev)
 		if err != nil {
 			t.Fatalf("%q: event refused: %v\n%+v", wire.String(), err, ev)
@@ -181,24 +181,24 @@ func FuzzPayloadBound(f *testing.F) {
 	})
 }
 
-// fuzz14Token reports whether s is a field name (RFC 9110 token): a front
+// fuzzToken reports whether s is a field name (RFC 9110 token): a front
 // end refuses a request with any other.
-func fuzz14Token(s string) bool {
+func fuzzToken(s string) bool {
 	return s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~") == ""
 }
 
-// fuzz14Names are the fields FuzzAnswerLikeNetHTTP's handlers set.
-var fuzz14Names = []string{"X-A", "Content-Type", "Content-Encoding", "Set-Cookie", "Vary", "Cache-Control", "X-B"}
+// fuzzNames are the fields FuzzAnswerLikeNetHTTP's handlers set.
+var fuzzNames = []string{"X-A", "Content-Type", "Content-Encoding", "Set-Cookie", "Vary", "Cache-Control", "X-B"}
 
-// fuzz14Codes are the statuses FuzzAnswerLikeNetHTTP's handlers write.
-var fuzz14Codes = []int{200, 201, 204, 206, 304, 404, 500, 502, 103}
+// fuzzCodes are the statuses FuzzAnswerLikeNetHTTP's handlers write.
+var fuzzCodes = []int{200, 201, 204, 206, 304, 404, 500, 502, 103}
 
-// fuzz14Handler plays script: each pair of bytes an operation on the
+// fuzzHandler plays script: each pair of bytes an operation on the
 // response (set, add or empty a field, write a status, write a body) and
 // its argument, strings taken in turn from values. Like a proxy, it
 // changes no field once its final status is written: net/http's server
 // would no longer send the change, the adapter would.
-func fuzz14Handler(script []byte, values []string) http.HandlerFunc {
+func fuzzHandler(script []byte, values []string) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
 		next := 0
 		value := func() string {
@@ -224,13 +224,13 @@ func fuzz14Handler(script []byte, values []string) http.HandlerFunc {
 			switch op := script[i] % 5; {
 			case sent && op <= 2:
 			case op == 0:
-				w.Header().Set(fuzz14Names[arg%len(fuzz14Names)], field())
+				w.Header().Set(fuzzNames[arg%len(fuzzNames)], field())
 			case op == 1:
-				w.Header().Add(fuzz14Names[arg%len(fuzz14Names)], field())
+				w.Header().Add(fuzzNames[arg%len(fuzzNames)], field())
 			case op == 2:
-				w.Header()[fuzz14Names[arg%len(fuzz14Names)]] = nil
+				w.Header()[fuzzNames[arg%len(fuzzNames)]] = nil
 			case op == 3:
-				code := fuzz14Codes[arg%len(fuzz14Codes)]
+				code := fuzzCodes[arg%len(fuzzCodes)]
 				w.WriteHeader(code)
 				sent = sent || code >= 200
 			default:
@@ -253,7 +253,7 @@ func FuzzAnswerLikeNetHTTP(f *testing.F) {
 	f.Add([]byte{2, 1, 3, 2, 4, 0}, "body", "")
 	f.Add([]byte{4, 0, 4, 1}, "\x89PNG\r\n\x1a\n\x00", "\xff")
 	f.Fuzz(func(t *testing.T, script []byte, v1, v2 string) {
-		h := fuzz14Handler(script, []string{v1, v2})
+		h := fuzzHandler(script, []string{v1, v2})
 		srv := httptest.NewServer(h)
 		defer srv.Close()
 		client := &http.Client{Transport: &http.Transport{DisableCompression: true}}

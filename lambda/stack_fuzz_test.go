@@ -11,23 +11,23 @@ import (
 	"github.com/slidegate/slidegate/internal/parity"
 )
 
-// fuzz14Fields are the header names FuzzStackLikeLocal's requests carry:
+// fuzzFields are the header names FuzzStackLikeLocal's requests carry:
 // what the pre-filter reads (keys, CORS, forwarding, method overrides,
 // Connection) and what it must pass on untouched.
-var fuzz14Fields = []string{"X-API-Key", "Authorization", "Origin", "Access-Control-Request-Method", "X-Forwarded-For",
+var fuzzFields = []string{"X-API-Key", "Authorization", "Origin", "Access-Control-Request-Method", "X-Forwarded-For",
 	"Cookie", "X-HTTP-Method-Override", "Connection", "X_API_KEY", "Content-Type", "Forwarded", "X-Real-IP", "Api-Key", "Accept"}
 
-// fuzz14Methods are the methods FuzzStackLikeLocal's requests use.
-var fuzz14Methods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "get", "post"}
+// fuzzMethods are the methods FuzzStackLikeLocal's requests use.
+var fuzzMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH", "get", "post"}
 
-// fuzz14Extras are the configuration fields FuzzStackLikeLocal adds to
+// fuzzExtras are the configuration fields FuzzStackLikeLocal adds to
 // diffConfig.
-var fuzz14Extras = []string{"", `, "check_token": "tok"`, `, "shadow": true`, `, "count_denied": true`,
+var fuzzExtras = []string{"", `, "check_token": "tok"`, `, "shadow": true`, `, "count_denied": true`,
 	`, "identity": {"trusted_proxies": ["127.0.0.0/8"], "unlisted_keys": "ip"}`, `, "on_store_error": "deny"`}
 
-// fuzz14Visible keeps of s the bytes a client can send in a field value:
+// fuzzVisible keeps of s the bytes a client can send in a field value:
 // visible ASCII, spaces and tabs.
-func fuzz14Visible(s string) string {
+func fuzzVisible(s string) string {
 	return strings.Map(func(r rune) rune {
 		if r == '\t' || r >= ' ' && r <= '~' {
 			return r
@@ -47,7 +47,7 @@ func FuzzStackLikeLocal(f *testing.F) {
 	f.Add(uint8(4), uint8(5), "/v1/search", []byte{2, 3, 4}, "https://app.example.com\nPOST\n203.0.113.9, 127.0.0.9", []byte(nil), false)
 	f.Add(uint8(2), uint8(7), "/v1//items/./2?_method=POST", []byte{6, 8, 7}, "put\nx=1\nX-API-Key", []byte("\x00\xff"), true)
 	f.Fuzz(func(t *testing.T, extra, m uint8, target string, names []byte, values string, body []byte, httpAPI bool) {
-		method := fuzz14Methods[int(m)%len(fuzz14Methods)]
+		method := fuzzMethods[int(m)%len(fuzzMethods)]
 		if _, err := url.ParseRequestURI(target); err != nil || !strings.HasPrefix(target, "/") ||
 			strings.ContainsFunc(target, func(r rune) bool { return r <= ' ' || r > '~' || r == '#' }) {
 			return // not a request-target a client sends
@@ -58,10 +58,10 @@ func FuzzStackLikeLocal(f *testing.F) {
 			if i >= 8 {
 				break
 			}
-			header = append(header, parity.Field{Name: fuzz14Fields[int(n)%len(fuzz14Fields)], Value: fuzz14Visible(vs[i%len(vs)])})
+			header = append(header, parity.Field{Name: fuzzFields[int(n)%len(fuzzFields)], Value: fuzzVisible(vs[i%len(vs)])})
 		}
 		clock := parity.NewClock(parity.T0)
-		cfg := fmt.Sprintf(diffConfig, fuzz14Extras[int(extra)%len(fuzz14Extras)])
+		cfg := fmt.Sprintf(diffConfig, fuzzExtras[int(extra)%len(fuzzExtras)])
 		local, lambda := diffSides(t, cfg, clock, httpAPI, false)
 		r := parity.Request{Method: method, Target: target, Header: header, Body: body, Client: parity.Clients[0], Step: 10 * time.Millisecond}
 		norm := lambdaNormaliser(httpAPI)

@@ -51,7 +51,7 @@ func loaded(t *testing.T, s *dynamostore.Store) int64 {
 	return counts[0]
 }
 
-// TestRev14dFailedCallEndsItsFlight: a call of an identity that fails in
+// TestFailedCallEndsItsFlight: a call of an identity that fails in
 // any way (an error from DynamoDB, a malformed or short answer, the read
 // after a failed condition failing, a cancelled context, a panic in the
 // client) ends its place among the calls in flight: the next call of the
@@ -60,7 +60,7 @@ func loaded(t *testing.T, s *dynamostore.Store) int64 {
 // merge by maximum for the life of the instance (the count another
 // instance took back kept, and refused on, as before e497462), and grown
 // the Store's map of calls by an identity per failure.
-func TestRev14dFailedCallEndsItsFlight(t *testing.T) {
+func TestFailedCallEndsItsFlight(t *testing.T) {
 	ctx := context.Background()
 	one := []kvstore.Cond{{Slot: minute(b0), Max: 100, Add: 1}}
 	failure := errors.New("dynamodb: 500")
@@ -145,13 +145,13 @@ func TestRev14dFailedCallEndsItsFlight(t *testing.T) {
 	}
 }
 
-// TestRev14dReadOverlappingWrite: a check of cost 0 (Read) while a write
+// TestReadOverlappingWrite: a check of cost 0 (Read) while a write
 // of the same identity is in flight in the Store (serve --store dynamodb
 // serves many requests at once): either answer may be the older one and
 // arrive last. The older never lowers the count the newer brought, nor
 // does a read finding no item drop the identity a write in flight
 // re-creates; the next call alone then replaces them.
-func TestRev14dReadOverlappingWrite(t *testing.T) {
+func TestReadOverlappingWrite(t *testing.T) {
 	ctx := context.Background()
 	one := []kvstore.Cond{{Slot: minute(b0), Max: 100, Add: 1}}
 	tests := []struct {
@@ -220,11 +220,11 @@ func TestRev14dReadOverlappingWrite(t *testing.T) {
 	}
 }
 
-// TestRev14dConcurrentCallsEndTheirFlights: many calls of a few identities
+// TestConcurrentCallsEndTheirFlights: many calls of a few identities
 // at once (writes, undos, reads, some failing), under the race detector:
 // once all have ended, the next call of each identity is alone and its
 // answer replaces the cached counts.
-func TestRev14dConcurrentCallsEndTheirFlights(t *testing.T) {
+func TestConcurrentCallsEndTheirFlights(t *testing.T) {
 	ctx := context.Background()
 	one := []kvstore.Cond{{Slot: minute(b0), Max: 100, Add: 1}}
 	var mu sync.Mutex
@@ -302,13 +302,13 @@ func (a *lateAnswerAPI) UpdateItem(ctx context.Context, in *dynamodb.UpdateItemI
 	return out, err
 }
 
-// TestRev14dLateAnswerIsALowerBound: instance A's write is applied, then
+// TestLateAnswerIsALowerBound: instance A's write is applied, then
 // instance B admits 5 before A's answer arrives. A's answer, its only call
 // in flight, replaces A's cache with the table as it was when A's write
 // was applied: below the table, a lower bound. A then admits exactly the
 // room the table has (limit 10: 1 + 5 counted, 4 more), never more on the
 // cache's word, and refuses the rest.
-func TestRev14dLateAnswerIsALowerBound(t *testing.T) {
+func TestLateAnswerIsALowerBound(t *testing.T) {
 	t.Parallel()
 	tb := newTable(t, dynalite.Shared(t).Endpoint)
 	rules := []limiter.Rule{rule("minute", 10, time.Minute)}

@@ -62,7 +62,7 @@ func (a *deletingTableAPI) UpdateTimeToLive(context.Context, *dynamodb.UpdateTim
 	return &dynamodb.UpdateTimeToLiveOutput{}, nil
 }
 
-// TestRev14dCreateTableWhileDeleted: `serve --create-table` run while its
+// TestCreateTableWhileDeleted: `serve --create-table` run while its
 // table was being deleted (aws dynamodb delete-table, to start again from
 // empty counts, then serve at once) found it there (ResourceInUseException),
 // waited while it was DELETING, and then, since 25eb3cd, took DynamoDB's
@@ -72,7 +72,7 @@ func (a *deletingTableAPI) UpdateTimeToLive(context.Context, *dynamodb.UpdateTim
 // context deadline exceeded (last answer: ResourceNotFoundException)".
 // CreateTable now creates the table once the deleted one is gone, and
 // turns its TTL on.
-func TestRev14dCreateTableWhileDeleted(t *testing.T) {
+func TestCreateTableWhileDeleted(t *testing.T) {
 	for _, deleting := range []int{0, 2} {
 		a := &deletingTableAPI{deleting: deleting}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -87,10 +87,10 @@ func TestRev14dCreateTableWhileDeleted(t *testing.T) {
 	}
 }
 
-// TestRev14dCreateTableStuckDeleting: a table that stays DELETING ends the
+// TestCreateTableStuckDeleting: a table that stays DELETING ends the
 // wait with the caller's context, and the error says what the table was
 // doing, not only that it was not active.
-func TestRev14dCreateTableStuckDeleting(t *testing.T) {
+func TestCreateTableStuckDeleting(t *testing.T) {
 	a := &deletingTableAPI{stuck: true}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -116,10 +116,10 @@ func TestRev14dCreateTableStuckDeleting(t *testing.T) {
 	}
 }
 
-// TestRev14dCreateTableCancelled: a caller that gives up (serve stopped
+// TestCreateTableCancelled: a caller that gives up (serve stopped
 // with Ctrl-C during --create-table) ends the wait at once, whether
 // DescribeTable does not know the table yet or describes it CREATING.
-func TestRev14dCreateTableCancelled(t *testing.T) {
+func TestCreateTableCancelled(t *testing.T) {
 	for _, unknown := range []int{1 << 30, 0} {
 		a := &laggingTableAPI{unknown: unknown, creating: 1 << 30}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -34,12 +34,12 @@ func FuzzCellCodec(f *testing.F) {
 	})
 }
 
-// FuzzRev14DecodeAnyCell: a cell is read back from a JS Map that anything
+// FuzzDecodeAnyCell: a cell is read back from a JS Map that anything
 // could have written (a previous version's six numbers cannot survive a
 // deploy, which starts new isolates, but nothing guarantees the format):
 // decodeCell answers false for what encodeCell did not write, never a
 // panic, and what it accepts encodes back to the same cell.
-func FuzzRev14DecodeAnyCell(f *testing.F) {
+func FuzzDecodeAnyCell(f *testing.F) {
 	for _, s := range []string{"", "1,2,3,4,5,6", "1,2,3,4,5,6,7", "1,2,3,4,5,6,7,", ",,,,,,", "-0,+1,2,3,4,5,6", "99999999999999999999,0,0,0,0,0,0", "1,2,3,4,5,6,7\n", "undefined", "[object Object]"} {
 		f.Add(s)
 	}

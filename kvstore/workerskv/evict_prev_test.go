@@ -9,7 +9,7 @@ import (
 	"github.com/slidegate/slidegate/kvstore"
 )
 
-// TestRev14EvictedPreviousCounterStillCounts: a client served by one
+// TestEvictedPreviousCounterStillCounts: a client served by one
 // isolate counted 40 in one minute and 60 in the next. The full isolate
 // evicts the cells that count least first: the client's listed sums (0:
 // nobody else counts it), then its previous minute's counter (40, written
@@ -21,7 +21,7 @@ import (
 // answered (while every holder is taken, KV answering slowly, no list
 // starts). A counter of the previous bucket is now kept while its
 // client's counter of the current one is.
-func TestRev14EvictedPreviousCounterStillCounts(t *testing.T) {
+func TestEvictedPreviousCounterStillCounts(t *testing.T) {
 	ctx := context.Background()
 	s := newSim(t0)
 	kv := newFakeKV(s.Now, 0)

@@ -68,7 +68,7 @@ func TestWritesOfAKeyLandASecondApart(t *testing.T) {
 	}
 }
 
-// TestRev14SlowKVWritesStayBoundedAndLoseNothing: since 51ee0be the next
+// TestSlowKVWritesStayBoundedAndLoseNothing: since 51ee0be the next
 // write of a key starts FlushInterval after the last one answered. With KV
 // answering every put in 4 s (the simulated clock moves on while a put is
 // awaited), a client counting through requests whose background work ends
@@ -76,7 +76,7 @@ func TestWritesOfAKeyLandASecondApart(t *testing.T) {
 // FlushInterval, never two landings within
 // a second, and once the writes have been handed on (a later request's
 // sweep) KV holds every count: nothing is dropped at a request's end.
-func TestRev14SlowKVWritesStayBoundedAndLoseNothing(t *testing.T) {
+func TestSlowKVWritesStayBoundedAndLoseNothing(t *testing.T) {
 	const latency = 4 * time.Second
 	s := newSim(t0)
 	lat := make([]time.Duration, 1000)

@@ -11,11 +11,11 @@ import (
 	"github.com/slidegate/slidegate/window"
 )
 
-// TestRev14GenKeyLivesAsItsSlot: a counter made after an eviction writes a
+// TestGenKeyLivesAsItsSlot: a counter made after an eviction writes a
 // KV key of its own ({isolate}.{Gen}); that key must live as long as the
 // slot is read (two periods after its bucket began: the previous bucket is
 // read through the next), and never ask KV for less than its 60 s.
-func TestRev14GenKeyLivesAsItsSlot(t *testing.T) {
+func TestGenKeyLivesAsItsSlot(t *testing.T) {
 	for _, length := range []time.Duration{time.Second, time.Minute, time.Hour} {
 		t.Run(length.String(), func(t *testing.T) {
 			s := newSim(t0.Add(length / 2))

@@ -31,7 +31,7 @@ func (k *heldListKV) List(ctx context.Context, prefix, cursor string) (Page, err
 	return k.fakeKV.List(ctx, prefix, cursor)
 }
 
-// TestRev14ListLeavesOutTheKeyItsCounterWrites: a list leaves out the KV
+// TestListLeavesOutTheKeyItsCounterWrites: a list leaves out the KV
 // key of the isolate's counter, whose counts the isolate adds itself.
 // 775c7ce chose that key when the list started: a list started when the
 // isolate held no counter of the slot (a client's first request, waiting
@@ -40,7 +40,7 @@ func (k *heldListKV) List(ctx context.Context, prefix, cursor string) (Page, err
 // before KV answered was counted twice, in the sum and as the isolate's
 // own; a counter evicted and made again meanwhile (a Gen key) was counted
 // twice too, and the evicted one's key left out.
-func TestRev14ListLeavesOutTheKeyItsCounterWrites(t *testing.T) {
+func TestListLeavesOutTheKeyItsCounterWrites(t *testing.T) {
 	ctx := context.Background()
 	hour := func(t time.Time) kvstore.Slot {
 		return kvstore.Slot{Name: "hour", Bucket: window.Index(t, time.Hour), Length: time.Hour}
