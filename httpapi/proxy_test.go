@@ -501,3 +501,35 @@ func TestParseOriginPortHidesPasswordDigits(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyOriginPathAndQuery: what README's Command line says of an
+// origin URL with a path or a query: its path goes before the request's
+// (one slash between them, an escaped slash kept), its query before the
+// request's.
+func TestProxyOriginPathAndQuery(t *testing.T) {
+	got := make(chan string, 1)
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.RequestURI
+	}))
+	t.Cleanup(origin.Close)
+	for _, tc := range []struct{ origin, target, want string }{
+		{"/base", "/v1/items?x=1", "/base/v1/items?x=1"},
+		{"/base/", "/v1/items", "/base/v1/items"},
+		{"/base", "/v1/a%2Fb", "/base/v1/a%2Fb"},
+		{"/base?token=abc", "/v1/items?x=1", "/base/v1/items?token=abc&x=1"},
+		{"?token=abc", "/v1/items", "/v1/items?token=abc"},
+	} {
+		u, err := ParseOrigin(origin.URL + tc.origin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		NewProxy(u, nil, nil).ServeHTTP(w, httptest.NewRequest("GET", tc.target, nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("origin %s, request %s: %d %s", tc.origin, tc.target, w.Code, w.Body)
+		}
+		if uri := <-got; uri != tc.want {
+			t.Errorf("origin %s, request %s: the origin got %s, want %s", tc.origin, tc.target, uri, tc.want)
+		}
+	}
+}
