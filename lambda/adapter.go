@@ -150,6 +150,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	if path[0] != '/' {
 		return nil, fmt.Errorf("lambda: event: %s %q does not begin with /", field, path)
 	}
+	path = withoutStage(path, &ev.RequestContext)
 	hostField, host := "requestContext.domainName", ev.RequestContext.DomainName
 	if host == "" {
 		hostField, host = "headers.host", ev.Headers["host"]
@@ -215,6 +216,50 @@ func functionURL(domain string) bool {
 	id, rest, ok := strings.Cut(d, ".lambda-url.")
 	region, ok2 := strings.CutSuffix(rest, ".on.aws")
 	return ok && ok2 && id != "" && region != "" && !strings.Contains(id, ".") && !strings.Contains(region, ".")
+}
+
+// withoutStage returns path, an HTTP API event's, without the name of a
+// stage other than $default in front. Through the API's own endpoint
+// (https://<api-id>.execute-api.<region>.amazonaws.com/prod/hello), a named
+// stage is the first segment of the path the client sent, and API Gateway
+// leaves it in rawPath and requestContext.http.path (/prod/hello): it picks
+// the deployment and is no part of the resource, which a custom domain
+// mapped to the same stage sends as /hello. Kept, the origin got
+// /prod/hello, costs and the check API (/prod/v1/check) matched nothing.
+// On any other domain name (a custom domain's path holds no stage, so a
+// path that begins with the stage's name is the client's) path is
+// returned as it is.
+func withoutStage(path string, rc *events.APIGatewayV2HTTPRequestContext) string {
+	if rc.Stage == "" || rc.Stage == "$default" || !executeAPI(rc.DomainName, rc.APIID) {
+		return path
+	}
+	rest, ok := strings.CutPrefix(path, "/"+rc.Stage)
+	switch {
+	case !ok:
+		return path
+	case rest == "":
+		return "/"
+	case rest[0] != '/':
+		return path // /production under the stage prod: no stage segment
+	}
+	return rest
+}
+
+// executeAPI reports whether domain (requestContext.domainName) is the
+// endpoint API Gateway gives the API apiID,
+// <api-id>.execute-api.<region>.amazonaws.com (.amazonaws.com.cn in
+// China), which no custom domain can be.
+func executeAPI(domain, apiID string) bool {
+	d := strings.TrimSuffix(strings.ToLower(domain), ".")
+	rest, ok := strings.CutPrefix(d, strings.ToLower(apiID)+".execute-api.")
+	if apiID == "" || !ok {
+		return false
+	}
+	region, ok := strings.CutSuffix(rest, ".amazonaws.com")
+	if !ok {
+		region, ok = strings.CutSuffix(rest, ".amazonaws.com.cn")
+	}
+	return ok && region != "" && !strings.Contains(region, ".")
 }
 
 // escapePath makes rawPath an escaped path that stands for what the
