@@ -127,6 +127,22 @@ func sourceIP(r *http.Request) (netip.Addr, bool) {
 	return a, ok
 }
 
+// parseSourceIP parses requestContext.http.sourceIp: an address, or an
+// address and a port ("198.51.100.7:32554", "[2001:db8::1]:443"), which
+// API Gateway sends on some paths (a custom domain reached through
+// CloudFront with mutual TLS). Taken for no address, the port made every
+// client one: the pre-filter counted them all under the identity of an
+// unknown address.
+func parseSourceIP(s string) (netip.Addr, bool) {
+	if ip, err := netip.ParseAddr(s); err == nil {
+		return ip, true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr(), true
+	}
+	return netip.Addr{}, false
+}
+
 // request builds the http.Request of an event.
 func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Request, error) {
 	body := []byte(ev.Body)
@@ -174,8 +190,10 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 		return nil, errors.New("lambda: event: requestContext.http.method is empty: not an HTTP API (payload format 2.0) or Function URL event")
 	}
 	ctx = context.WithValue(ctx, http.ServerContextKey, server)
-	if ip, err := netip.ParseAddr(ev.RequestContext.HTTP.SourceIP); err == nil {
+	remote := net.JoinHostPort(ev.RequestContext.HTTP.SourceIP, "0")
+	if ip, ok := parseSourceIP(ev.RequestContext.HTTP.SourceIP); ok {
 		ctx = context.WithValue(ctx, sourceIPKey{}, ip)
+		remote = netip.AddrPortFrom(ip, 0).String()
 	}
 	r, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
@@ -196,7 +214,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	// would tell the origin X-Forwarded-Proto: http.
 	r.TLS = &tls.ConnectionState{}
 	r.ContentLength = int64(len(body))
-	r.RemoteAddr = net.JoinHostPort(ev.RequestContext.HTTP.SourceIP, "0")
+	r.RemoteAddr = remote
 	r.RequestURI = r.URL.RequestURI()
 	if p := ev.RequestContext.HTTP.Protocol; p != "" {
 		if major, minor, ok := http.ParseHTTPVersion(p); ok {

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slidegate/slidegate/config"
-	"github.com/slidegate/slidegate/httpapi"
 )
 
 // TestNamedStagePath: through an HTTP API's own endpoint, a stage other
@@ -64,16 +62,10 @@ func TestNamedStageCheckAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	handle := proxiedAt(t, cfg, time.Date(2026, 11, 22, 12, 0, 13, 0, time.UTC), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Errorf("the origin got %s %s", r.Method, r.RequestURI)
-	})
-	now := time.Date(2026, 11, 22, 12, 0, 13, 0, time.UTC)
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: origin, PeerIP: sourceIP,
-		Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := Adapt(h)(context.Background(), event(t, "httpapi-named-stage.json"))
+	}))
+	res, err := handle(context.Background(), event(t, "httpapi-named-stage.json"))
 	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
 		t.Errorf("check API under the stage prod: %d %s, %v; want 200 allowed", res.StatusCode, res.Body, err)
 	}
