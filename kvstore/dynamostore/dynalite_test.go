@@ -96,9 +96,21 @@ func (tb *table) store(t *testing.T, opts ...dynamostore.Option) *dynamostore.St
 	return s
 }
 
+// TestConformance runs the kvstore suite on dynalite. Each request the
+// Store sends must be one of Actions, which the Lambda's role grants and
+// no more (template.yaml): another would be refused by IAM on AWS alone,
+// and every decision would be a store error there.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) kvstore.Store {
-		return newTable(t, dynalite.Shared(t).Endpoint).store(t)
+		tb := newTable(t, dynalite.Shared(t).Endpoint)
+		t.Cleanup(func() {
+			for op := range tb.calls.take() {
+				if !slices.Contains(dynamostore.Actions, "dynamodb:"+op) {
+					t.Errorf("the Store called %s, which dynamostore.Actions (the Lambda's policy) leaves out", op)
+				}
+			}
+		})
+		return tb.store(t)
 	})
 }
 
