@@ -68,8 +68,20 @@ type Option func(*Store)
 func MaxPeriod(d time.Duration) Option {
 	return func(s *Store) {
 		if d > 0 {
-			s.maxPeriod = d
+			s.maxPeriod.Store(int64(d))
 		}
+	}
+}
+
+// RaiseMaxPeriod raises the Store's MaxPeriod to d when d is longer, for
+// the writes to come: a process whose configuration gains a longer window
+// while it runs (serve, reloaded). A shorter d changes nothing, as
+// counters written under the longer period may still be read (by another
+// writer of the table, or once the rule comes back). It is safe for
+// concurrent use with the Store's other methods.
+func (s *Store) RaiseMaxPeriod(d time.Duration) {
+	n := int64(d)
+	for last := s.maxPeriod.Load(); n > last && !s.maxPeriod.CompareAndSwap(last, n); last = s.maxPeriod.Load() {
 	}
 }
 
@@ -97,7 +109,7 @@ type Store struct {
 	api       API
 	table     *string
 	cacheSize int
-	maxPeriod time.Duration
+	maxPeriod atomic.Int64 // a time.Duration: MaxPeriod's, or RaiseMaxPeriod's
 	cache     *cache
 	// oldOnFailure records that the server has returned the stored item
 	// with a failed condition: from then on a failure without an item
@@ -385,6 +397,7 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 	ph := make(map[string]string, len(conds)) // attribute -> placeholder
 	sums := make(map[string]int64, len(conds))
 	var ttl int64
+	mp := time.Duration(s.maxPeriod.Load())
 	for i, c := range conds {
 		if c.Name == "" || c.Length <= 0 {
 			return nil, fmt.Errorf("%w: %+v", ErrSlot, c.Slot)
@@ -397,8 +410,8 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 			names[p] = a
 		}
 		ttl = max(ttl, expiry(c.Slot))
-		if s.maxPeriod > 0 {
-			ttl = max(ttl, unixCeil(window.Start(c.Bucket+1, c.Length).Add(2*s.maxPeriod)))
+		if mp > 0 {
+			ttl = max(ttl, unixCeil(window.Start(c.Bucket+1, c.Length).Add(2*mp)))
 		}
 		if conditional {
 			v := ":m" + strconv.Itoa(i)

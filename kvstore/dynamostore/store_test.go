@@ -543,6 +543,34 @@ func TestTTLFromMaxPeriod(t *testing.T) {
 	}
 }
 
+// TestRaiseMaxPeriod: RaiseMaxPeriod lengthens the TTL of the writes that
+// follow (a reloaded configuration's longer window), and a shorter period
+// never shortens it: counters written under the longer one may still be
+// read.
+func TestRaiseMaxPeriod(t *testing.T) {
+	end := window.Start(b0+1, time.Minute)
+	api := &fakeAPI{update: returns(item("minute#1m0s#29384720", 1))}
+	s := mustNew(t, api, dynamostore.MaxPeriod(24*time.Hour))
+	for i, tt := range []struct {
+		raise time.Duration
+		want  time.Time
+	}{
+		{0, end.Add(48 * time.Hour)},
+		{168 * time.Hour, end.Add(2 * 168 * time.Hour)},
+		{time.Hour, end.Add(2 * 168 * time.Hour)},
+	} {
+		s.RaiseMaxPeriod(tt.raise)
+		if err := s.Add(context.Background(), "k", []kvstore.Slot{minute(b0)}, []int64{1}); err != nil {
+			t.Fatal(err)
+		}
+		in := api.updates[i]
+		got := resolve(in, aws.ToString(in.UpdateExpression))
+		if want := fmt.Sprintf("SET ttl = %d ADD ", tt.want.Unix()); !strings.HasPrefix(got, want) {
+			t.Errorf("after RaiseMaxPeriod(%s): update = %s, want prefix %s", tt.raise, got, want)
+		}
+	}
+}
+
 // TestAnswerWithoutCounters: a write answered without the counters it
 // added (an endpoint that answers 200 "{}") is an ErrItem, not a success
 // with counts of zero, and caches nothing.
