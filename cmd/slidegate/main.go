@@ -1,5 +1,6 @@
 // Command slidegate runs the sliding-window rate limiter as a local HTTP
 // server in front of an origin, checks configurations and hashes API keys.
+// serve reads its configuration again on SIGHUP, keeping the counts.
 //
 //	slidegate serve --config FILE --listen ADDR --origin URL
 //	slidegate serve --config examples/config.json --demo-origin
@@ -24,7 +25,13 @@ func main() {
 	// systemd's IgnoreSIGPIPE and nginx have it.
 	signal.Ignore(syscall.SIGPIPE)
 	ctx, stop := signalContext()
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var reload <-chan struct{}
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		// Not for the other commands: hash-key reading a terminal that
+		// hangs up ends.
+		reload = hangups()
+	}
+	err := runReloading(ctx, os.Args[1:], os.Stdout, os.Stderr, reload)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "slidegate:", err)
@@ -46,4 +53,24 @@ func signalContext() (context.Context, context.CancelFunc) {
 		cancel()
 	}()
 	return ctx, func() { stopSignals(); cancel() }
+}
+
+// hangups returns a channel that receives after each SIGHUP, which then no
+// longer ends the process (Go's default: exit at once, without a drain):
+// serve reloads its configuration, as daemons do on the signal. SIGHUPs
+// that come while a reload is pending make one more reload, not one each:
+// it reads the newest file.
+func hangups() <-chan struct{} {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
+	go func() {
+		for range sig {
+			select {
+			case reload <- struct{}{}:
+			default: // one is pending already
+			}
+		}
+	}()
+	return reload
 }

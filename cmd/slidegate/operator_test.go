@@ -615,6 +615,12 @@ func TestServeHeadAndOptions(t *testing.T) {
 // holdingOrigin answers /slow only when release is closed (or the request
 // is cancelled), after telling arrived; other paths at once.
 func holdingOrigin(t *testing.T) (o *httptest.Server, arrived chan string, release chan struct{}) {
+	return holdingOriginSaying(t, func(*http.Request) string { return "" })
+}
+
+// holdingOriginSaying is holdingOrigin whose answers end with say's
+// words about the request.
+func holdingOriginSaying(t *testing.T, say func(*http.Request) string) (o *httptest.Server, arrived chan string, release chan struct{}) {
 	arrived, release = make(chan string, 4), make(chan struct{})
 	o = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
@@ -625,7 +631,7 @@ func holdingOrigin(t *testing.T) (o *httptest.Server, arrived chan string, relea
 				return
 			}
 		}
-		_, _ = io.WriteString(w, "answer of "+r.URL.Path)
+		_, _ = io.WriteString(w, "answer of "+r.URL.Path+say(r))
 	}))
 	t.Cleanup(o.Close)
 	return o, arrived, release

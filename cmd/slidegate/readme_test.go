@@ -68,7 +68,7 @@ func TestReadmeNamesDynamoDBActions(t *testing.T) {
 func TestReadmeServeFlags(t *testing.T) {
 	section := readmeSection(t, "Command line")
 	var help bytes.Buffer
-	if err := serve(context.Background(), []string{"-h"}, io.Discard, &help); err != nil {
+	if err := serve(context.Background(), []string{"-h"}, io.Discard, &help, nil); err != nil {
 		t.Fatal(err)
 	}
 	flagLine := regexp.MustCompile(`(?m)^  -([a-z-]+)`)

@@ -45,12 +45,18 @@ const shutdownGrace = 10 * time.Second
 // It returns when a command is done, or, for serve, when ctx is cancelled
 // and the server has shut down.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return runReloading(ctx, args, stdout, stderr, nil)
+}
+
+// runReloading is run with serve re-reading its --config at each receive
+// from reload (main's SIGHUP); a nil reload never reloads.
+func runReloading(ctx context.Context, args []string, stdout, stderr io.Writer, reload <-chan struct{}) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: no command\n%s", errUsage, usage)
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], stdout, stderr)
+		return serve(ctx, args[1:], stdout, stderr, reload)
 	case "check-config", "hash-key":
 		rest := args[1:]
 		if len(rest) == 1 && isHelp(rest[0]) {
@@ -115,22 +121,42 @@ func written(err error) error {
 }
 
 func loadConfig(path string) (*config.Config, error) {
+	cfg, _, err := readConfig(path)
+	return cfg, err
+}
+
+// readConfig is loadConfig that also returns how many bytes the file
+// held.
+func readConfig(path string) (*config.Config, int64, error) {
 	if path == "" {
-		return config.Default(), nil
+		return config.Default(), 0, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, 0, fmt.Errorf("read config: %w", err)
 	}
 	defer f.Close()
 	// Not os.ReadFile: a file far larger than a configuration may be (a log
 	// named by mistake, /dev/zero, a pipe) was read whole before Parse
 	// refused it, or for ever.
-	cfg, err := config.Read(f)
+	cr := &countingReader{r: f}
+	cfg, err := config.Read(cr)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, cr.n, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, cr.n, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // hashKey prints the api_keys hash of a key as the pre-filter and the
@@ -218,11 +244,11 @@ const defaultMaxIdentities = 1_000_000
 // evicted, when they did.
 const evictionReport = time.Minute
 
-func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload <-chan struct{}) error {
 	var f serveFlags
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "configuration `FILE` (JSON); left out, the default plans")
+	fs.StringVar(&f.config, "config", "", "configuration `FILE` (JSON), read again on SIGHUP; left out, the default plans")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "`ADDR` to listen on (port 0 picks a free one)")
 	fs.StringVar(&f.origin, "origin", "", "origin `URL` admitted requests are proxied to")
 	fs.BoolVar(&f.demo, "demo-origin", false, "start a small built-in origin on 127.0.0.1 and proxy to it")
@@ -300,7 +326,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer func() { stopReports(); <-reported }() // its last line before serve returns
 
 	var servers []*http.Server
-	var next http.Handler
 	if f.demo {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -312,22 +337,34 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		origin = &url.URL{Scheme: "http", Host: ln.Addr().String()}
 		fmt.Fprintf(stdout, "slidegate: demo origin on %s\n", origin)
 	}
-	if origin != nil {
-		p := httpapi.NewProxy(origin, log, cfg.Identity.Prefixes())
-		// A hung origin would hold its clients for as long as they wait.
-		boundOrigin(p, f.originTimeout)
-		next = boundWrites(fullDuplex(p), f.clientTimeout)
-	}
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: store, Local: local, Next: next, Logger: log})
+	b := &builder{origin: origin, log: log, store: store, local: local, originTimeout: f.originTimeout, clientTimeout: f.clientTimeout}
+	first, err := b.build(cfg)
 	if err != nil {
 		return err
 	}
+	var cur current
+	cur.p.Store(first)
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// Reloads run one at a time, off the loop below: a --config that
+	// blocks its reader (a FIFO with no writer) holds the reload, not the
+	// shutdown. serve does not wait for a reload still reading at its end.
+	lctx, stopReloads := context.WithCancel(ctx)
+	defer stopReloads()
+	go func() {
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-reload:
+				reloadConfig(lctx, log, f.config, b, &cur)
+			}
+		}
+	}()
 	srv := &http.Server{
-		Handler:           boundSilence(h, f.clientTimeout),
+		Handler:           &cur,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -358,6 +395,101 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintln(stdout, "slidegate: stopped")
 	return nil
+}
+
+// builder builds serve's handler from a configuration, at start and at
+// each reload, on the same stores, so a reload keeps every count.
+type builder struct {
+	origin        *url.URL // nil: the check API only
+	log           *slog.Logger
+	store         kvstore.Store
+	local         *memstore.Store
+	originTimeout time.Duration
+	clientTimeout time.Duration
+	// transport is the first proxy's, bounded by boundOrigin: the proxies
+	// of later configurations take it over, so a reload keeps the
+	// connections to the origin. Set by the first build; builds are
+	// serialized.
+	transport http.RoundTripper
+}
+
+// served is a handler built from one configuration.
+type served struct {
+	http.Handler                  // api, as the server serves it
+	api          *httpapi.Handler // for the newest time it has seen
+}
+
+// build returns the handler serving cfg: the pre-filter in front of a
+// proxy to the origin, whose trusted proxies are cfg's.
+func (b *builder) build(cfg *config.Config) (*served, error) {
+	var next http.Handler
+	if b.origin != nil {
+		p := httpapi.NewProxy(b.origin, b.log, cfg.Identity.Prefixes())
+		if b.transport == nil {
+			// A hung origin would hold its clients for as long as they wait.
+			boundOrigin(p, b.originTimeout)
+			b.transport = p.Transport
+		} else {
+			p.Transport = b.transport
+		}
+		next = boundWrites(fullDuplex(p), b.clientTimeout)
+	}
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: b.store, Local: b.local, Next: next, Logger: b.log})
+	if err != nil {
+		return nil, err
+	}
+	return &served{Handler: boundSilence(h, b.clientTimeout), api: h}, nil
+}
+
+// current is serve's handler: each request is served whole by the
+// configuration in force when it came, and a reload swaps it for the
+// requests that come after, without a lock on their way.
+type current struct{ p atomic.Pointer[served] }
+
+func (c *current) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.p.Load().ServeHTTP(w, r)
+}
+
+// reloadConfig reads the configuration file path again and, when it is
+// valid, serves the requests to come with it, logging the outcome either
+// way; an invalid one leaves the configuration in force. Counters are
+// keyed by identity, rule name and period: a limit changed under the
+// same name and window applies to what is already counted, a renamed
+// rule or another window starts from zero. The store is the one serve
+// opened (--store is a flag, not configuration); a DynamoDB store's TTL
+// floor follows a longer window, never a shorter one.
+func reloadConfig(ctx context.Context, log *slog.Logger, path string, b *builder, cur *current) {
+	if path == "" {
+		log.WarnContext(ctx, "configuration not reloaded: serve runs on the built-in defaults (no --config), nothing to reload")
+		return
+	}
+	cfg, n, err := readConfig(path)
+	if err == nil && n == 0 {
+		// Read as a document, it is the defaults: a file truncated to be
+		// written again, or a pipe (--config <(...)) read already, made
+		// every client a default plan's.
+		err = fmt.Errorf("%s: empty file: the defaults would replace every plan", path)
+	}
+	var next *served
+	if err == nil {
+		next, err = b.build(cfg)
+	}
+	if err != nil {
+		log.ErrorContext(ctx, "configuration not reloaded: the one in force stays", "config", path, "error", err.Error())
+		return
+	}
+	if ds, ok := b.store.(*dynamostore.Store); ok {
+		// Opened for the longest window at start: a longer one now would
+		// have its counters expire early, where a write names only the
+		// shorter rules of an identity.
+		ds.RaiseMaxPeriod(cfg.LongestWindow())
+	}
+	// A clock stepping back must not reopen buckets already counted past
+	// (limiter.Limiter.Seen).
+	next.api.Seen(cur.p.Load().api.Latest())
+	cur.p.Store(next)
+	log.InfoContext(ctx, "configuration reloaded", "config", path, "plans", len(cfg.Plans), "api_keys", len(cfg.APIKeys),
+		"ip_limits", len(cfg.IPLimits), "costs", len(cfg.Costs))
 }
 
 // reportEvictions logs, every interval and when ctx ends, how many

@@ -318,11 +318,18 @@ func serveLogging(t *testing.T, logs io.Writer, args ...string) (base string, ou
 // stop may be called more than once.
 func startServe(t *testing.T, logs io.Writer, args ...string) (base string, out *testenv.Buffer, stop func()) {
 	t.Helper()
+	return startReloading(t, logs, nil, args...)
+}
+
+// startReloading is startServe with serve reloading its configuration at
+// each receive from reload, as on SIGHUP.
+func startReloading(t *testing.T, logs io.Writer, reload <-chan struct{}, args ...string) (base string, out *testenv.Buffer, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out = &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, logs)
+		done <- runReloading(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, logs, reload)
 	}()
 	var once sync.Once
 	stop = func() {
@@ -423,17 +430,7 @@ func TestServeMaxIdentities(t *testing.T) {
 	var errOut testenv.Buffer
 	base, _, stop := startServe(t, &errOut, "--config", cfg, "--demo-origin", "--max-identities", "1024")
 	defer stop()
-	send := func(key string) int {
-		req, _ := http.NewRequest("GET", base+"/x", nil)
-		req.Header.Set("X-API-Key", key)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, res.Body)
-		res.Body.Close()
-		return res.StatusCode
-	}
+	send := func(key string) int { return get(t, base, "/x", key).status }
 	for i, want := range []int{200, 200, 200, 429} {
 		if got := send("spent"); got != want {
 			t.Fatalf("spent, request %d: %d, want %d", i+1, got, want)
