@@ -110,7 +110,8 @@ type Handler struct {
 	keyHeaders []string // canonical
 	proxies    []netip.Prefix
 	v6bits     int
-	unlistedIP bool // identity.unlisted_keys = ip
+	peers      *peerIDs // nil when the platform names the client or its peer
+	unlistedIP bool     // identity.unlisted_keys = ip
 
 	ipRules []limiter.Rule
 	ipLocal []limiter.Rule // the rules of local scope among ipRules
@@ -190,6 +191,9 @@ func New(o Options) (*Handler, error) {
 		checkSum:    sha256.Sum256([]byte(cfg.CheckToken)),
 	}
 	h.ipLocal = localRules(h.ipRules)
+	if o.ClientIP == nil && o.PeerIP == nil {
+		h.peers = new(peerIDs)
+	}
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -650,8 +654,7 @@ func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 // setHeaders) and its X-RateLimit-Remaining (nil and negative: none, after
 // a store error).
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int64, bool) {
-	addr, _ := h.clientAddr(r)
-	ipID := ipIdentity(addr, h.v6bits)
+	ipID := h.ipID(r)
 	id, p := ipID, h.defPlan
 	var hash [64]byte
 	if h.apiKey(r, &hash) {

@@ -201,19 +201,32 @@ func redact(id string) string {
 // is, IPv6 masked to its first bits (one host or household usually holds
 // a whole /64, so a finer identity would let it multiply its quota).
 func ipIdentity(a netip.Addr, v6bits int) string {
-	var buf [64]byte
+	var buf [maxIPIdentity]byte
+	if b := appendIPIdentity(buf[:0], a, v6bits); b != nil {
+		return string(b)
+	}
+	return unknownIP
+}
+
+// maxIPIdentity is the length of the longest IP identity but unknownIP:
+// "ip:" and a masked IPv6 prefix.
+const maxIPIdentity = len(ipPrefix) + len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")
+
+// appendIPIdentity appends ipIdentity(a, v6bits) to b; nil when it is
+// unknownIP.
+func appendIPIdentity(b []byte, a netip.Addr, v6bits int) []byte {
 	switch {
 	case !a.IsValid():
-		return unknownIP
+		return nil
 	case a.Is4():
-		return string(a.AppendTo(append(buf[:0], ipPrefix...)))
+		return a.AppendTo(append(b, ipPrefix...))
 	}
 	p, err := a.Prefix(v6bits)
 	if err != nil {
-		return unknownIP
+		return nil
 	}
-	b, _ := p.AppendText(append(buf[:0], ipPrefix...))
-	return string(b)
+	b, _ = p.AppendText(append(b, ipPrefix...))
+	return b
 }
 
 // clientAddr returns the client's address: the platform's (ClientIP)
@@ -242,8 +255,14 @@ func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 	}
+	return h.behind(peer, r), true
+}
+
+// behind returns the client of a request from peer: peer itself, unless
+// it is a trusted proxy (see clientAddr).
+func (h *Handler) behind(peer netip.Addr, r *http.Request) netip.Addr {
 	if !h.trusted(peer) {
-		return peer, true
+		return peer
 	}
 	client := peer
 	for entry := range hops(r.Header["X-Forwarded-For"]) {
@@ -251,15 +270,15 @@ func (h *Handler) clientAddr(r *http.Request) (netip.Addr, bool) {
 		if !ok {
 			// A hop we cannot read: the last address we could trust
 			// is the best we know.
-			return client, true
+			return client
 		}
 		client = a
 		if !h.trusted(a) {
-			return a, true
+			return a
 		}
 	}
 	// Every hop is a trusted proxy: the request started inside.
-	return client, true
+	return client
 }
 
 // hops yields the elements of the X-Forwarded-For field lines vs from the

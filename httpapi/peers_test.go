@@ -1,0 +1,59 @@
+//go:build !js
+
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+)
+
+// TestPeerIdentityKept: the identity of an untrusted socket peer is built
+// once per RemoteAddr and then served without parsing or allocating; a
+// trusted proxy's requests are read from their X-Forwarded-For every time
+// (the same RemoteAddr, another client); peers whose RemoteAddrs share a
+// slot each keep their own identity. testConfig trusts 10.0.0.0/8.
+func TestPeerIdentityKept(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), nil)
+	tests := []struct{ remote, xff, want string }{
+		{"192.0.2.7:1234", "", "ip:192.0.2.7"},
+		{"[2001:db8:1:2:3:4:5:6]:443", "", "ip:2001:db8:1:2::/64"},
+		{"[::ffff:192.0.2.8]:80", "", "ip:192.0.2.8"},
+		{"10.0.0.1:80", "198.51.100.1", "ip:198.51.100.1"},
+		{"10.0.0.1:80", "198.51.100.2", "ip:198.51.100.2"},
+		{"10.0.0.1:80", "", "ip:10.0.0.1"},
+		{"no address", "", unknownIP},
+	}
+	for range 2 { // built, then kept
+		for _, tt := range tests {
+			r := rawRequest(tt.remote, http.Header{"X-Forwarded-For": {tt.xff}})
+			if got := f.h.ipID(r); got != tt.want {
+				t.Errorf("%s, X-Forwarded-For %q: identity %q, want %q", tt.remote, tt.xff, got, tt.want)
+			}
+		}
+	}
+
+	r := rawRequest("192.0.2.7:1234", nil)
+	if n := testing.AllocsPerRun(20, func() { f.h.ipID(r) }); n != 0 {
+		t.Errorf("a kept peer's identity: %v allocations, want 0", n)
+	}
+
+	// Two peers of one slot, in turn: each is built again, never the
+	// other's.
+	a := "192.0.2.1:1"
+	b := ""
+	for i := 2; b == ""; i++ {
+		if c := "192.0.2." + strconv.Itoa(i%256) + ":" + strconv.Itoa(i); peerSlot(c) == peerSlot(a) {
+			b = c
+		}
+	}
+	bAddr, _ := parseAddr(b)
+	want := map[string]string{a: "ip:192.0.2.1", b: "ip:" + bAddr.String()}
+	for range 3 {
+		for _, remote := range []string{a, b} {
+			if got := f.h.ipID(rawRequest(remote, nil)); got != want[remote] {
+				t.Errorf("%s after a peer of its slot: identity %q, want %q", remote, got, want[remote])
+			}
+		}
+	}
+}
