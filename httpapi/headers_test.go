@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"math/rand/v2"
+	"net/http"
 	"testing"
 	"time"
 
@@ -92,5 +93,50 @@ func TestPolicyHeader(t *testing.T) {
 		if got := policyHeader(items, ls); got != want {
 			t.Fatalf("policyHeader = %q, httpsfv = %q", got, want)
 		}
+	}
+}
+
+// TestSetHeadersAllocatesOnce: the values of a decided request's
+// rate-limit fields and the header slices that hold them take one
+// allocation (ownValues), for three rules of long names and 7-digit limits,
+// and are the values the fields show.
+func TestSetHeadersAllocatesOnce(t *testing.T) {
+	ls := []config.Limit{
+		{Name: "per-second-burst", Limit: 1_000_000, Window: "1s"},
+		{Name: "per-minute-quota", Limit: 6_000_000, Window: "1m"},
+		{Name: "per-day-quota", Limit: 9_000_000, Window: "24h"},
+	}
+	items, err := nameItems(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds := []window.Decision{
+		{Allowed: true, Rule: ls[0].Name, Limit: 1_000_000, Remaining: 999_990, ResetAfter: time.Second},
+		{Allowed: true, Rule: ls[1].Name, Limit: 6_000_000, Remaining: 5_999_990, ResetAfter: 51 * time.Second},
+		{Allowed: true, Rule: ls[2].Name, Limit: 9_000_000, Remaining: 8_999_990, ResetAfter: 57_591 * time.Second},
+	}
+	policy := policyHeader(items, ls)
+	now := time.Unix(1_800_000_000, 0)
+	hd := http.Header{}
+	if n := testing.AllocsPerRun(20, func() {
+		clear(hd)
+		setHeaders(hd, policy, items, ds, window.Combine(ds), now)
+	}); n != 1 {
+		t.Errorf("setHeaders: %v allocations, want 1", n)
+	}
+	want := map[string]string{
+		"Ratelimit-Policy":      policy,
+		"Ratelimit":             `"per-second-burst";r=999990;t=1, "per-minute-quota";r=5999990;t=51, "per-day-quota";r=8999990;t=57591`,
+		"X-Ratelimit-Limit":     "1000000",
+		"X-Ratelimit-Remaining": "999990",
+		"X-Ratelimit-Reset":     "1800000001",
+	}
+	for k, v := range want {
+		if got := hd[k]; len(got) != 1 || got[0] != v {
+			t.Errorf("%s: %q, want %q", k, got, v)
+		}
+	}
+	if len(hd) != len(want) {
+		t.Errorf("fields %v, want those of %v", hd, want)
 	}
 }
