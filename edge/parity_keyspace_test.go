@@ -28,7 +28,7 @@ func workerdHeader(v string) string {
 	return strings.TrimPrefix(b.String(), "\ufeff")
 }
 
-// keyLinesJS is httpapi's keyLines as the Worker's Wasm build has it
+// keyLinesJS is httpapi's keyLine as the Worker's Wasm build has it
 // (keylines_js.go): it does nothing, so the origin gets a key header as
 // the Worker's code got it. On the host, where these tests run the
 // Worker's handler, keylines.go trims it: keyLinesJS puts back, on the way

@@ -379,11 +379,11 @@ func upperASCII(c byte) byte {
 // forged X-Real-IP), unless it is a configured key header itself, and
 // any other spelling of a configured key header (Api-Key, for a
 // configured api_key). nginx drops names with an underscore by default.
-// Key headers go on as the pre-filter read them (keyLines).
+// Key headers go on as the pre-filter read them (keyLine).
 func (h *Handler) forOrigin(hd http.Header) {
-	h.keyLines(hd)
-	for k := range hd {
+	for k, vs := range hd {
 		if slices.Contains(h.keyHeaders, k) {
+			keyLine(hd, k, vs)
 			continue
 		}
 		drop := strings.IndexByte(k, '_') >= 0
@@ -432,7 +432,7 @@ func equalBy(a, b string, f func(byte) byte) bool {
 // Trimmed by HTTP's rules alone, "<used-up pro key>\xa0" was a fresh
 // identity of the default plan that gunicorn (which strips every value
 // so) or a Go origin calling strings.TrimSpace on "\u00a0" served as the
-// pro key. The key goes on to the origin trimmed as well (keyLines), so
+// pro key. The key goes on to the origin trimmed as well (keyLine), so
 // that an origin that trims less reads what was counted.
 func trimKey(v string) string {
 	if v == "" || v[0] > ' ' && v[0] < utf8.RuneSelf && v[len(v)-1] > ' ' && v[len(v)-1] < utf8.RuneSelf {

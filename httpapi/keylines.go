@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// keyLines makes the key headers of hd, a request's header about to go to
-// the origin, what apiKey read:
+// keyLine makes the key header k of hd, a request's header about to go to
+// the origin, whose values are vs, what apiKey read:
 //
 //   - A key header on several lines goes on as one, its lines joined as
 //     apiKey joined them to count the key. An origin that reads one line
@@ -30,16 +30,13 @@ import (
 // one line, and workerd keeps the client's Connection header from it, so
 // that a key header Connection names is counted and reaches the origin
 // (docs/edge.md).
-func (h *Handler) keyLines(hd http.Header) {
-	conn := hd["Connection"]
-	for _, kh := range h.keyHeaders {
-		switch vs := hd[kh]; {
-		case len(conn) > 0 && listed(conn, kh):
-			delete(hd, kh)
-		case len(vs) > 1:
-			hd[kh] = []string{trimKey(strings.Join(vs, ","))}
-		case len(vs) == 1 && trimKey(vs[0]) != vs[0]:
-			hd[kh] = []string{trimKey(vs[0])}
-		}
+func keyLine(hd http.Header, k string, vs []string) {
+	switch conn := hd["Connection"]; {
+	case len(conn) > 0 && listed(conn, k):
+		delete(hd, k)
+	case len(vs) > 1:
+		hd[k] = []string{trimKey(strings.Join(vs, ","))}
+	case len(vs) == 1 && trimKey(vs[0]) != vs[0]:
+		hd[k] = []string{trimKey(vs[0])}
 	}
 }

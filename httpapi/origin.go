@@ -184,7 +184,10 @@ func (w *originWriter) settle() {
 	}
 	w.settled = true
 	hd := w.ResponseWriter.Header()
-	var trio [3][]string
+	// The values of the rate-limit fields, each led by the pre-filter's
+	// (nil where it set none): the X-RateLimit trio, RateLimit-Policy
+	// and RateLimit.
+	var fields [nDecided][]string
 	for i, k := range ownHeaders {
 		v := w.own[i]
 		if v == "" {
@@ -195,16 +198,15 @@ func (w *originWriter) settle() {
 			vs = append([]string{v}, vs...)
 			hd[k] = vs
 		}
-		if i < len(trio) {
-			trio[i] = vs
+		if i < nDecided {
+			fields[i] = vs
 		}
 	}
-	settleTrio(hd, &trio, w.remaining) // a trio the pre-filter did not set is left alone
-	// ownHeaders[3:5] are RateLimit-Policy and RateLimit.
-	if w.own[3] != "" && w.own[4] != "" {
-		settleLists(hd)
+	settleTrio(hd, (*[3][]string)(fields[:3]), w.remaining) // a trio the pre-filter did not set is left alone
+	if fields[3] != nil && fields[4] != nil {
+		settleLists(hd, fields[3], fields[4])
 	}
-	if len(hd["Access-Control-Allow-Origin"]) == 0 {
+	if !w.cors && !w.varyOrigin || len(hd["Access-Control-Allow-Origin"]) == 0 {
 		return
 	}
 	if w.cors {
@@ -233,8 +235,9 @@ func same(a, b string) bool {
 // the dictionary "limit=100, remaining=25, reset=5") took the pre-filter's
 // items with it. The two go together: a policy without its items, or
 // items without their policy, would not be read right either.
-func settleLists(hd http.Header) {
-	pol, rl := hd[hPolicy], hd[hRateLimit]
+//
+// pol and rl are hd's values of the two.
+func settleLists(hd http.Header, pol, rl []string) {
 	if len(pol) < 2 && len(rl) < 2 {
 		return // the origin sent neither
 	}
