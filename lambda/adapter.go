@@ -237,18 +237,21 @@ func functionURL(domain string) bool {
 }
 
 // withoutStage returns path, an HTTP API event's, without the name of a
-// stage other than $default in front. Through the API's own endpoint
-// (https://<api-id>.execute-api.<region>.amazonaws.com/prod/hello), a named
-// stage is the first segment of the path the client sent, and API Gateway
-// leaves it in rawPath and requestContext.http.path (/prod/hello): it picks
-// the deployment and is no part of the resource, which a custom domain
-// mapped to the same stage sends as /hello. Kept, the origin got
-// /prod/hello, costs and the check API (/prod/v1/check) matched nothing.
-// On any other domain name (a custom domain's path holds no stage, so a
-// path that begins with the stage's name is the client's) path is
-// returned as it is.
+// stage other than $default in front. API Gateway sends a named stage as
+// the first segment of rawPath and requestContext.http.path (/prod/hello)
+// through the API's own endpoint
+// (https://<api-id>.execute-api.<region>.amazonaws.com/prod/hello, where
+// the client sent it) and, as third-party reports of live APIs show,
+// through a custom domain mapped to that stage too, where the client sent
+// /hello (or /orders/hello under the API mapping key orders, which rawPath
+// never holds: AWS's payload format 2.0 documentation says so). The stage
+// picks the deployment and is no part of the resource: kept, the origin
+// got /prod/hello, and costs and the check API (/prod/v1/check) matched
+// nothing. Only a whole first segment is the stage (/production is not
+// /prod's). A Function URL's stage is $default; its path is left alone
+// whatever the event says.
 func withoutStage(path string, rc *events.APIGatewayV2HTTPRequestContext) string {
-	if rc.Stage == "" || rc.Stage == "$default" || !executeAPI(rc.DomainName, rc.APIID) {
+	if rc.Stage == "" || rc.Stage == "$default" || functionURL(rc.DomainName) {
 		return path
 	}
 	rest, ok := strings.CutPrefix(path, "/"+rc.Stage)
@@ -261,23 +264,6 @@ func withoutStage(path string, rc *events.APIGatewayV2HTTPRequestContext) string
 		return path // /production under the stage prod: no stage segment
 	}
 	return rest
-}
-
-// executeAPI reports whether domain (requestContext.domainName) is the
-// endpoint API Gateway gives the API apiID,
-// <api-id>.execute-api.<region>.amazonaws.com (.amazonaws.com.cn in
-// China), which no custom domain can be.
-func executeAPI(domain, apiID string) bool {
-	d := strings.TrimSuffix(strings.ToLower(domain), ".")
-	rest, ok := strings.CutPrefix(d, strings.ToLower(apiID)+".execute-api.")
-	if apiID == "" || !ok {
-		return false
-	}
-	region, ok := strings.CutSuffix(rest, ".amazonaws.com")
-	if !ok {
-		region, ok = strings.CutSuffix(rest, ".amazonaws.com.cn")
-	}
-	return ok && region != "" && !strings.Contains(region, ".")
 }
 
 // escapePath makes rawPath an escaped path that stands for what the

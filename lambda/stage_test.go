@@ -10,12 +10,13 @@ import (
 	"github.com/slidegate/slidegate/config"
 )
 
-// TestNamedStagePath: through an HTTP API's own endpoint, a stage other
-// than $default is the first segment of rawPath and requestContext.http.path
-// (the client asked for /prod/hello); the handler, and so the costs, the
-// check API and the origin, get the path without it (/hello), as through a
-// custom domain mapped to that stage. On any other domain name the path is
-// the client's, whatever it begins with.
+// TestNamedStagePath: a stage other than $default is the first segment of
+// rawPath and requestContext.http.path, through the HTTP API's own
+// endpoint (the client asked for /prod/hello) and through a custom domain
+// mapped to the stage (the client asked for /hello, or /orders/hello under
+// the mapping key orders); the handler, and so the costs, the check API
+// and the origin, get the path without it (/hello). A path whose first
+// segment is not the stage's name is the client's.
 func TestNamedStagePath(t *testing.T) {
 	tests := []struct {
 		name, domain, stage, path string
@@ -30,9 +31,11 @@ func TestNamedStagePath(t *testing.T) {
 		{"a segment that only begins with the stage's name", httpAPIDomain, "prod", "/production/x", "/production/x"},
 		{"the stage's name further on", httpAPIDomain, "prod", "/a/prod/x", "/a/prod/x"},
 		{"$default stage", httpAPIDomain, "$default", "/prod/hello", "/prod/hello"},
-		{"custom domain: no stage in the path", "api.example.com", "prod", "/prod/hello", "/prod/hello"},
-		{"another API's endpoint", "zzzzzz9999.execute-api.eu-west-1.amazonaws.com", "prod", "/prod/hello", "/prod/hello"},
-		{"a name made like an endpoint", "abcdef1234.execute-api.eu-west-1.amazonaws.com.example.com", "prod", "/prod/hello", "/prod/hello"},
+		{"custom domain mapped to the stage", "api.example.com", "prod", "/prod/hello", "/hello"},
+		{"custom domain, its root", "api.example.com", "prod", "/prod", "/"},
+		{"custom domain, the stage's name in the client's path", "api.example.com", "prod", "/prod/prod/hello", "/prod/hello"},
+		{"custom domain, a segment that only begins with the stage's name", "api.example.com", "prod", "/products/1", "/products/1"},
+		{"custom domain, no stage in the path", "api.example.com", "prod", "/hello", "/hello"},
 		{"Function URL", fnURLDomain, "prod", "/prod/hello", "/prod/hello"},
 	}
 	for _, tt := range tests {
@@ -56,17 +59,23 @@ func TestNamedStagePath(t *testing.T) {
 }
 
 // TestNamedStageCheckAPI: the check API of a function behind a named stage
-// is at /<stage>/v1/check, and answers there.
+// answers at /<stage>/v1/check through the API's own endpoint, and at
+// /v1/check through a custom domain mapped to the stage, whose rawPath
+// holds the stage all the same.
 func TestNamedStageCheckAPI(t *testing.T) {
 	cfg, err := config.Parse([]byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	handle := proxiedAt(t, cfg, time.Date(2026, 11, 22, 12, 0, 13, 0, time.UTC), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		t.Errorf("the origin got %s %s", r.Method, r.RequestURI)
-	}))
-	res, err := handle(context.Background(), event(t, "httpapi-named-stage.json"))
-	if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
-		t.Errorf("check API under the stage prod: %d %s, %v; want 200 allowed", res.StatusCode, res.Body, err)
+	for _, domain := range []string{httpAPIDomain, "api.example.com"} {
+		handle := proxiedAt(t, cfg, time.Date(2026, 11, 22, 12, 0, 13, 0, time.UTC), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			t.Errorf("%s: the origin got %s %s", domain, r.Method, r.RequestURI)
+		}))
+		ev := event(t, "httpapi-named-stage.json")
+		ev.RequestContext.DomainName, ev.Headers["host"] = domain, domain
+		res, err := handle(context.Background(), ev)
+		if err != nil || res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
+			t.Errorf("%s: check API under the stage prod: %d %s, %v; want 200 allowed", domain, res.StatusCode, res.Body, err)
+		}
 	}
 }
