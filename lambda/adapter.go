@@ -128,9 +128,11 @@ func sourceIP(r *http.Request) (netip.Addr, bool) {
 }
 
 // parseSourceIP parses requestContext.http.sourceIp: an address, or an
-// address and a port ("198.51.100.7:32554", "[2001:db8::1]:443"), which
-// API Gateway sends on some paths (a custom domain reached through
-// CloudFront with mutual TLS). Taken for no address, the port made every
+// address and a port ("10.1.15.242:39870", "[2001:db8::1]:443"), which
+// API Gateway sends on some paths (a custom domain with mutual TLS, where
+// the address was a private one inside AWS and the peer was in
+// X-Forwarded-For: docs/lambda.md says to list such a range in
+// identity.trusted_proxies). Taken for no address, the port made every
 // client one: the pre-filter counted them all under the identity of an
 // unknown address.
 func parseSourceIP(s string) (netip.Addr, bool) {

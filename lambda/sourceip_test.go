@@ -16,10 +16,10 @@ import (
 )
 
 // TestSourceIPWithPort: API Gateway sends some requests'
-// requestContext.http.sourceIp with the client's port (a custom domain
-// reached through CloudFront with mutual TLS: "10.1.22.195:32554"). The
-// address is the client's all the same; without it, every such client was
-// one unknown address to the pre-filter.
+// requestContext.http.sourceIp with a port (a custom domain with mutual
+// TLS: "10.1.22.195:32554"). The address is the peer the handler gets all
+// the same; without it, every such client was one unknown address to the
+// pre-filter.
 func TestSourceIPWithPort(t *testing.T) {
 	tests := []struct {
 		sourceIP   string
@@ -84,4 +84,36 @@ func proxiedAt(t *testing.T, cfg *config.Config, now time.Time, origin http.Hand
 		t.Fatal(err)
 	}
 	return Adapt(h)
+}
+
+// TestSourceIPWithPortTrusted: where the sourceIp with a port is a private
+// address inside AWS and the peer is in X-Forwarded-For (the mutual TLS
+// report), listing the private range in identity.trusted_proxies, as
+// docs/lambda.md advises, counts each peer under its own address.
+func TestSourceIPWithPortTrusted(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{
+  "identity": {"trusted_proxies": ["10.0.0.0/8"]},
+  "plans": {"free": {"limits": [{"name": "day", "limit": 1, "window": "24h"}]}}
+}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handle := proxiedAt(t, cfg, time.Date(2026, 11, 22, 12, 0, 7, 0, time.UTC), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "hello from the origin\n")
+	}))
+	for i, tt := range []struct {
+		sourceIP, xff string
+		want          int
+	}{
+		{"10.1.22.195:32554", "162.158.118.190", http.StatusOK},
+		{"10.1.22.195:32555", "162.158.118.191", http.StatusOK},
+		{"10.1.15.242:39870", "162.158.118.190", http.StatusTooManyRequests},
+	} {
+		ev := event(t, "httpapi-get.json")
+		ev.RequestContext.HTTP.SourceIP, ev.Headers["x-forwarded-for"] = tt.sourceIP, tt.xff
+		res, err := handle(context.Background(), ev)
+		if err != nil || res.StatusCode != tt.want {
+			t.Errorf("request %d (sourceIp %s, X-Forwarded-For %s): %d, %v; want %d", i, tt.sourceIP, tt.xff, res.StatusCode, err, tt.want)
+		}
+	}
 }
