@@ -82,27 +82,40 @@ func TestTemplateFunctionURLByRegion(t *testing.T) {
 	if len(urls) != 1 {
 		t.Fatalf("want one AWS::Lambda::Url, got %v", urls)
 	}
+	// SAM's names (aws-sam-translator: the function's logical id and
+	// Url, UrlPublicPermissions, URLInvokeAllowPublicAccess): under another
+	// name CloudFormation would delete a stack's URL and make a new one,
+	// at another address.
+	if got, want := urls[0], fn+"Url"; got != want {
+		t.Errorf("the AWS::Lambda::Url is %s, want %s, the name FunctionUrlConfig gave it", got, want)
+	}
 	ref := map[string]any{"Ref": fn}
 	if got, want := at(tpl, "Resources", urls[0], "Properties"), map[string]any{"AuthType": "NONE", "InvokeMode": "BUFFERED", "TargetFunctionArn": ref}; !same(got, want) {
 		t.Errorf("%s properties %v, want %v", urls[0], got, want)
 	}
 	// Each the way SAM makes it (FunctionUrlConfig with AuthType NONE):
 	// without the second, the URL answers every request with a 403.
-	public := []map[string]any{
-		{"Action": "lambda:InvokeFunctionUrl", "FunctionName": ref, "FunctionUrlAuthType": "NONE", "Principal": "*"},
-		{"Action": "lambda:InvokeFunction", "FunctionName": ref, "InvokedViaFunctionUrl": "true", "Principal": "*"},
+	public := []struct {
+		name  string
+		props map[string]any
+	}{
+		{fn + "UrlPublicPermissions", map[string]any{"Action": "lambda:InvokeFunctionUrl", "FunctionName": ref, "FunctionUrlAuthType": "NONE", "Principal": "*"}},
+		{fn + "URLInvokeAllowPublicAccess", map[string]any{"Action": "lambda:InvokeFunction", "FunctionName": ref, "InvokedViaFunctionUrl": "true", "Principal": "*"}},
 	}
 	conditioned := map[string]any{urls[0]: at(tpl, "Resources", urls[0], "Condition")}
 	for _, want := range public {
 		found := ""
 		for _, id := range resources(tpl, "AWS::Lambda::Permission") {
-			if same(at(tpl, "Resources", id, "Properties"), want) {
+			if same(at(tpl, "Resources", id, "Properties"), want.props) {
 				found = id
 			}
 		}
 		if found == "" {
-			t.Errorf("no AWS::Lambda::Permission %v", want)
+			t.Errorf("no AWS::Lambda::Permission %v", want.props)
 			continue
+		}
+		if found != want.name {
+			t.Errorf("the AWS::Lambda::Permission %v is %s, want %s, the name FunctionUrlConfig gave it", want.props, found, want.name)
 		}
 		conditioned[found] = at(tpl, "Resources", found, "Condition")
 	}
