@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -125,38 +126,28 @@ func loadConfig(path string) (*config.Config, error) {
 	return cfg, err
 }
 
-// readConfig is loadConfig that also returns how many bytes the file
-// held.
-func readConfig(path string) (*config.Config, int64, error) {
+// readConfig is loadConfig that also reports whether the file was blank:
+// empty, or white space and a byte order mark alone, which Parse takes
+// for the empty document, the defaults.
+func readConfig(path string) (cfg *config.Config, blank bool, err error) {
 	if path == "" {
-		return config.Default(), 0, nil
+		return config.Default(), false, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, 0, fmt.Errorf("read config: %w", err)
+		return nil, false, fmt.Errorf("read config: %w", err)
 	}
 	defer f.Close()
 	// Not os.ReadFile: a file far larger than a configuration may be (a log
 	// named by mistake, /dev/zero, a pipe) was read whole before Parse
-	// refused it, or for ever.
-	cr := &countingReader{r: f}
-	cfg, err := config.Read(cr)
+	// refused it, or for ever. Read stops one byte past MaxSize, and so
+	// does the copy.
+	var data bytes.Buffer
+	cfg, err = config.Read(io.TeeReader(f, &data))
 	if err != nil {
-		return nil, cr.n, fmt.Errorf("%s: %w", path, err)
+		return nil, false, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, cr.n, nil
-}
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
+	return cfg, len(bytes.TrimSpace(bytes.TrimPrefix(data.Bytes(), []byte("\ufeff")))) == 0, nil
 }
 
 // hashKey prints the api_keys hash of a key as the pre-filter and the
@@ -463,12 +454,13 @@ func reloadConfig(ctx context.Context, log *slog.Logger, path string, b *builder
 		log.WarnContext(ctx, "configuration not reloaded: serve runs on the built-in defaults (no --config), nothing to reload")
 		return
 	}
-	cfg, n, err := readConfig(path)
-	if err == nil && n == 0 {
+	cfg, blank, err := readConfig(path)
+	if err == nil && blank {
 		// Read as a document, it is the defaults: a file truncated to be
-		// written again, or a pipe (--config <(...)) read already, made
-		// every client a default plan's.
-		err = fmt.Errorf("%s: empty file: the defaults would replace every plan", path)
+		// written again, one holding a newline alone, or a pipe
+		// (--config <(...)) read already, made every client a default
+		// plan's.
+		err = fmt.Errorf("%s: empty file (white space at most): the defaults would replace every plan", path)
 	}
 	var next *served
 	if err == nil {
