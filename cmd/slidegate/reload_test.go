@@ -219,6 +219,42 @@ func TestServeReloadLimitChange(t *testing.T) {
 	}
 }
 
+// TestServeReloadKeepsLocalCounts: the counts of local-scope limits
+// (ip_limits of "scope": "local", in serve's own memory whatever the
+// store) are kept across a reload as the shared ones are: they live in
+// the memory store serve made at start, not in the handler a reload
+// replaces.
+func TestServeReloadKeepsLocalCounts(t *testing.T) {
+	w := testenv.FarWindow(time.Now())
+	burst := fmt.Sprintf(`, "ip_limits": [{"name": "burst", "limit": 3, "window": %q, "scope": "local"}]`, w)
+	s := startReloadServer(t, reloadDoc(w, 100, burst))
+	left := regexp.MustCompile(`"burst";r=(\d+)`)
+	send := func() (int, string) {
+		t.Helper()
+		res, err := http.Get(s.base + "/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		m := left.FindStringSubmatch(res.Header.Get("RateLimit"))
+		if m == nil {
+			return res.StatusCode, ""
+		}
+		return res.StatusCode, m[1]
+	}
+	for range 2 {
+		send()
+	}
+	s.reloadWith(reloadDoc(w, 100, burst, "newcomer"), msgReloaded)
+	if code, r := send(); code != 200 || r != "0" {
+		t.Errorf("third request, after the reload: %d with burst r=%s, want 200 with 0 left (2 counted before)", code, r)
+	}
+	if code, _ := send(); code != 429 {
+		t.Errorf("fourth request: %d, want 429", code)
+	}
+}
+
 // TestServeReloadInvalid: a configuration that cannot be used (invalid,
 // unreadable, emptied) is logged as an ERROR with the message
 // check-config gives, naming the field, and the configuration in force
