@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -31,10 +32,12 @@ import (
 // kept alive. An unreachable origin is a 502 problem+json, one that does
 // not answer in time a 504 (both logged at level ERROR); a client that
 // went away before the origin answered is logged at level INFO, as it is
-// no fault of the origin's. The proxy's other complaints (a response body
-// cut short) go to log too, at level WARN, not to the standard logger. A
-// nil log discards them. The Transport is an *http.Transport of the
-// proxy's own: the caller may set its ResponseHeaderTimeout.
+// no fault of the origin's, and so is a client whose body failed while it
+// was sent on, which gets a 408 or a 400 (clientBodyFailed). The proxy's
+// other complaints (a response body cut short) go to log too, at level
+// WARN, not to the standard logger. A nil log discards them. The
+// Transport is an *http.Transport of the proxy's own: the caller may set
+// its ResponseHeaderTimeout.
 //
 // trusted are the configuration's trusted_proxies (config.Identity's
 // Prefixes). From a socket peer among them, the X-Forwarded-For chain it
@@ -65,6 +68,9 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
+			if pr.Out.Body != nil {
+				pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body}
+			}
 			if listed(pr.Out.Header["Upgrade"], "h2c") {
 				// An origin that took the upgrade would serve HTTP/2
 				// requests over the hijacked connection, counted as
@@ -118,9 +124,74 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 				writeProblem(w, http.StatusBadRequest, "the Upgrade field "+reason, []invalidParam{{Name: "Upgrade", Reason: reason}})
 				return
 			}
+			if b, ok := r.Body.(*clientBody); ok {
+				// r is the request Rewrite made: the transport's error
+				// may be the client's body's, or follow from it (the
+				// server cancels the request when its connection
+				// fails).
+				if berr := b.err.Load(); berr != nil {
+					clientBodyFailed(log, w, r, *berr)
+					return
+				}
+			}
 			OriginFailed(log, w, r, err)
 		},
 	}
+}
+
+// clientBody is the body of a request as the proxy sends it on: it keeps
+// the first error of a read from the client's body (the transport reads
+// it), so that a request that failed because its client did is not taken
+// for an origin's failure (errors of the transport's own, a write to the
+// origin that failed, come to the ErrorHandler, never through here).
+// HTTP/1's transport returns once its reads of the body have; HTTP/2's
+// may return on the request's cancellation while the read that failed is
+// still returning, and the client is then taken for one that went away
+// (OriginFailed's INFO line, with a 502).
+type clientBody struct {
+	io.ReadCloser
+	err atomic.Pointer[error] // set by the transport's goroutine
+}
+
+func (b *clientBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		b.err.CompareAndSwap(nil, &err)
+	}
+	return n, err
+}
+
+// clientBodyFailed answers a request whose client failed to send its
+// body, err saying why, while it was proxied, and logs it with log (nil:
+// not logged) at INFO, as the client's doing (at ERROR, as an origin
+// error, each such request would page an operator at the will of any
+// client; a client that went away is logged at INFO too): a 408 when the
+// client went silent past the server's bound (a read timeout), else a 400
+// (a body shorter than its Content-Length, or the client gone, a chunked
+// body malformed). The origin may have had part of the body; what it
+// answered is not passed on. The connection is closed: what is left of
+// the body cannot be told from the next request.
+func clientBodyFailed(log Logger, w http.ResponseWriter, r *http.Request, err error) {
+	status, detail := http.StatusBadRequest, "the request body was cut short or malformed"
+	if timedOut(err) {
+		status, detail = http.StatusRequestTimeout, "the request body did not come in time"
+	}
+	if log != nil {
+		log.InfoContext(r.Context(), "client failed to send its request body", "error", Logged(err.Error()), "status", status, "method", Logged(r.Method), "path", Logged(r.URL.Path))
+	}
+	w.Header().Set("Connection", "close")
+	writeProblem(w, status, detail, nil)
+}
+
+// timedOut reports whether err or an error it wraps is a net.Error that
+// timed out (the chain walked as OriginFailed walks it).
+func timedOut(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if ne, ok := e.(net.Error); ok {
+			return ne.Timeout()
+		}
+	}
+	return false
 }
 
 // unprintableUpgrade reports whether hd, a request's header, asks for an

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -180,5 +181,71 @@ func TestOriginErrorLineBounded(t *testing.T) {
 	}
 	if got, _ := m["error"].(string); got != long[:512]+"…" {
 		t.Errorf("error of %d bytes logged, want the first 512 and …", len(got))
+	}
+}
+
+// failingBody is a client's body that gives "ab", then fails with err.
+type failingBody struct {
+	sent bool
+	err  error
+}
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if !b.sent {
+		b.sent = true
+		return copy(p, "ab"), nil
+	}
+	return 0, b.err
+}
+
+// TestProxyClientBodyFault: a request whose client's body fails while the
+// proxy sends it on (a read that timed out at the server's bound, a body
+// cut short, a malformed chunked one) is the client's fault: a 408 for
+// the timeout, else a 400, the connection closed, and an INFO line saying
+// so, not the origin's 502 or 504 and its ERROR line. The origin got part
+// of the body. An origin that fails while the body reads fine is still
+// the origin's.
+func TestProxyClientBodyFault(t *testing.T) {
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hangup" {
+			c, _, _ := http.NewResponseController(w).Hijack()
+			c.Close()
+			return
+		}
+		_, _ = io.ReadAll(r.Body)
+	}))
+	t.Cleanup(origin.Close)
+	u, _ := url.Parse(origin.URL)
+	tests := []struct {
+		name, path string
+		err        error
+		status     int
+		level, msg string
+	}{
+		{"client timed out", "/upload", &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr(true)}, http.StatusRequestTimeout, "INFO", "client failed to send its request body"},
+		{"body cut short", "/upload", io.ErrUnexpectedEOF, http.StatusBadRequest, "INFO", "client failed to send its request body"},
+		{"malformed chunked", "/upload", errors.New("invalid byte in chunk length"), http.StatusBadRequest, "INFO", "client failed to send its request body"},
+		{"origin hung up", "/hangup", io.EOF, http.StatusBadGateway, "ERROR", "origin error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			p := NewProxy(u, slog.New(slog.NewJSONHandler(&logs, nil)), nil)
+			w := httptest.NewRecorder()
+			p.ServeHTTP(w, httptest.NewRequest("POST", "http://slidegate.test"+tt.path, &failingBody{err: tt.err}))
+			if w.Code != tt.status {
+				t.Errorf("status %d, want %d: %s", w.Code, tt.status, w.Body)
+			}
+			if got, want := w.Header().Get("Connection") == "close", tt.status < 500; got != want {
+				t.Errorf("Connection: close %v, want %v", got, want)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(logs.Bytes(), &m); err != nil {
+				t.Fatalf("log %q: %v", logs.String(), err)
+			}
+			if m["level"] != tt.level || m["msg"] != tt.msg || m["status"] != float64(tt.status) {
+				t.Errorf("log %s, want %s %q with status %d", logs.String(), tt.level, tt.msg, tt.status)
+			}
+		})
 	}
 }
