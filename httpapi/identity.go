@@ -218,32 +218,19 @@ func redact(id string) string {
 // is, IPv6 masked to its first bits (one host or household usually holds
 // a whole /64, so a finer identity would let it multiply its quota).
 func ipIdentity(a netip.Addr, v6bits int) string {
-	var buf [maxIPIdentity]byte
-	if b := appendIPIdentity(buf[:0], a, v6bits); b != nil {
-		return string(b)
-	}
-	return unknownIP
-}
-
-// maxIPIdentity is the length of the longest IP identity but unknownIP:
-// "ip:" and a masked IPv6 prefix.
-const maxIPIdentity = len(ipPrefix) + len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")
-
-// appendIPIdentity appends ipIdentity(a, v6bits) to b; nil when it is
-// unknownIP.
-func appendIPIdentity(b []byte, a netip.Addr, v6bits int) []byte {
+	var buf [64]byte
 	switch {
 	case !a.IsValid():
-		return nil
+		return unknownIP
 	case a.Is4():
-		return a.AppendTo(append(b, ipPrefix...))
+		return string(a.AppendTo(append(buf[:0], ipPrefix...)))
 	}
 	p, err := a.Prefix(v6bits)
 	if err != nil {
-		return nil
+		return unknownIP
 	}
-	b, _ = p.AppendText(append(b, ipPrefix...))
-	return b
+	b, _ := p.AppendText(append(buf[:0], ipPrefix...))
+	return string(b)
 }
 
 // clientAddr returns the client's address: the platform's (ClientIP)

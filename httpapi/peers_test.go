@@ -4,8 +4,10 @@ package httpapi
 
 import (
 	"net/http"
+	"runtime"
 	"strconv"
 	"testing"
+	"weak"
 )
 
 // TestPeerIdentityKept: the identity of an untrusted socket peer is built
@@ -54,6 +56,46 @@ func TestPeerIdentityKept(t *testing.T) {
 			if got := f.h.ipID(rawRequest(remote, nil)); got != want[remote] {
 				t.Errorf("%s after a peer of its slot: identity %q, want %q", remote, got, want[remote])
 			}
+		}
+	}
+}
+
+// TestPeerIdentityOwnString: the identity ipID keeps for a peer is a
+// string of its own, which the memory store keeps as long as it counts
+// the identity (memstore's slot.id): made over the table entry's bytes,
+// it kept the entry and its RemoteAddr alive with it once another peer
+// had taken the slot, some 90 bytes a counted IP more than
+// --max-identities is sized by.
+func TestPeerIdentityOwnString(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), nil)
+	const a = "192.0.2.1:1"
+	id, entry := keptPeer(f.h, a)
+	b := otherPeerOfSlot(a)
+	f.h.ipID(rawRequest(b, nil)) // takes a's slot
+	runtime.GC()
+	if entry.Value() != nil {
+		t.Errorf("the entry of %s, its slot taken by %s, is still reachable while its identity is", a, b)
+	}
+	if id != "ip:192.0.2.1" {
+		t.Errorf("identity %q, want ip:192.0.2.1", id)
+	}
+}
+
+// keptPeer returns the identity ipID keeps for remote and a weak pointer
+// to its entry in h's table.
+//
+//go:noinline
+func keptPeer(h *Handler, remote string) (string, weak.Pointer[peerID]) {
+	id := h.ipID(rawRequest(remote, nil))
+	return id, weak.Make(h.peers[peerSlot(remote)].Load())
+}
+
+// otherPeerOfSlot returns a RemoteAddr of 192.0.2.0/24 whose slot in
+// peerIDs is remote's.
+func otherPeerOfSlot(remote string) string {
+	for i := 2; ; i++ {
+		if c := "192.0.2." + strconv.Itoa(i%256) + ":" + strconv.Itoa(i); peerSlot(c) == peerSlot(remote) {
+			return c
 		}
 	}
 }
