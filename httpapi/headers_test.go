@@ -3,6 +3,8 @@ package httpapi
 import (
 	"math/rand/v2"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +140,52 @@ func TestSetHeadersAllocatesOnce(t *testing.T) {
 	}
 	if len(hd) != len(want) {
 		t.Errorf("fields %v, want those of %v", hd, want)
+	}
+}
+
+// TestRateLimitValuesOutliveLaterRequests: the values setHeaders sets are
+// made over its buffer's bytes (ownValues), so no later request may write
+// them again: a header map net/http, the Lambda's adapter or an origin
+// still holds shows what its own request was told. Each response's
+// fields are compared, after all the requests, with a copy taken when it
+// was answered; allowed and denied (Retry-After), plan rules of short
+// names (values inside the buffer) and of long ones (RateLimit alone
+// longer than the buffer: moved out of it).
+func TestRateLimitValuesOutliveLaterRequests(t *testing.T) {
+	long := strings.Repeat("a-rule-of-a-rather-long-name-", 2)
+	for _, names := range [][3]string{{"minute", "hour", "day"}, {long + "minute", long + "hour", long + "day"}} {
+		f := newFixture(t, testConfig(t, func(m map[string]any) {
+			m["plans"].(map[string]any)["free"].(map[string]any)["limits"] = []any{
+				map[string]any{"name": names[0], "limit": 3, "window": "1m"},
+				map[string]any{"name": names[1], "limit": 50, "window": "1h"},
+				map[string]any{"name": names[2], "limit": 100, "window": "24h"},
+			}
+		}), nil)
+		type answer struct {
+			hd   http.Header
+			want map[string]string
+		}
+		var answers []answer
+		for i := range 24 { // five IPs in turn: the 4th and 5th of each denied
+			w := f.do(req{remote: "192.0.2." + strconv.Itoa(1+i%5) + ":1"})
+			want := map[string]string{}
+			for k, vs := range w.Header() {
+				want[k] = strings.Clone(strings.Join(vs, "\n"))
+			}
+			if _, ok := want["Retry-After"]; ok != (i >= 15) {
+				t.Fatalf("request %d: %d, Retry-After %t", i, w.Code, ok)
+			}
+			answers = append(answers, answer{w.Header(), want})
+		}
+		if n := len(answers[0].want["Ratelimit"]); names[0] != "minute" && n <= len(ownValues{}.buf) {
+			t.Fatalf("RateLimit of %d bytes, want more than the buffer's %d", n, len(ownValues{}.buf))
+		}
+		for i, a := range answers {
+			for k, v := range a.want {
+				if got := strings.Join(a.hd[k], "\n"); got != v {
+					t.Errorf("%s: request %d's %s is %q after the later requests, was %q", names[0], i, k, got, v)
+				}
+			}
+		}
 	}
 }

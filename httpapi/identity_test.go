@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
@@ -376,6 +377,19 @@ func TestAPIKeyAllocates(t *testing.T) {
 		var hash [64]byte
 		if got := testing.AllocsPerRun(20, func() { f.h.apiKey(r, &hash) }); got != 0 {
 			t.Errorf("Authorization of %d bytes with its scheme in upper case: %v allocations", n, got)
+		}
+	}
+}
+
+// TestHexPairs: hashKey's table writes every byte as encoding/hex does,
+// digit order and case; a wrong entry changed the identity (and the
+// api_keys match) only of keys whose hash holds that byte.
+func TestHexPairs(t *testing.T) {
+	for b := range 256 {
+		var out [2]byte
+		binary.LittleEndian.PutUint16(out[:], hexPairs[b])
+		if want := hex.EncodeToString([]byte{byte(b)}); string(out[:]) != want {
+			t.Errorf("byte %#x: %q, want %q", b, out, want)
 		}
 	}
 }

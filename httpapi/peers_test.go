@@ -99,3 +99,28 @@ func otherPeerOfSlot(remote string) string {
 		}
 	}
 }
+
+// TestPeerIdentityForms: a kept identity is what clientAddr and ipIdentity
+// make of the request, built or kept, for every form a RemoteAddr comes in
+// (zone, IPv4-mapped, no port, brackets, none) and for two thousand peers
+// sharing the 256 slots, trusted proxies among them (each peer twice: the
+// second request's X-Forwarded-For names another client).
+func TestPeerIdentityForms(t *testing.T) {
+	f := newFixture(t, testConfig(t, nil), nil)
+	remotes := []string{"203.0.113.7", "203.0.113.7:1", "[2001:db8:1:2::1]:443", "2001:db8:1:2::1", "[2001:db8:1:2::1]",
+		"[fe80::1%eth0]:80", "[fe80::1%eth1]:80", "fe80::1%eth0", "[::ffff:203.0.113.7]:1", "::ffff:203.0.113.7",
+		"[::ffff:10.0.0.1]:1", "10.0.0.1:1", "[2001:db8:ffff::1]:1", "203.0.113.7:99999", "[::1]:80:80", "", "@", "host:80"}
+	for i := range 1000 {
+		remotes = append(remotes, "10."+strconv.Itoa(i%2)+".0."+strconv.Itoa(i%256)+":"+strconv.Itoa(40000+i),
+			"[2001:db8:"+strconv.FormatInt(int64(i), 16)+"::1]:"+strconv.Itoa(i))
+	}
+	for i, remote := range remotes {
+		for _, client := range []string{"198.51.100.1", "198.51.100.2"} { // built, then kept
+			r := rawRequest(remote, http.Header{"X-Forwarded-For": {client}})
+			addr, _ := f.h.clientAddr(r)
+			if got, want := f.h.ipID(r), ipIdentity(addr, f.h.v6bits); got != want {
+				t.Errorf("%q (%d), X-Forwarded-For %s: identity %q, want %q", remote, i, client, got, want)
+			}
+		}
+	}
+}
