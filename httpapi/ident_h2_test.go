@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"testing"
 )
@@ -23,15 +24,7 @@ func TestKeyWhiteSpaceOverHTTP2(t *testing.T) {
 		}
 		got = r.Header["X-Api-Key"]
 	}))
-	origin.EnableHTTP2 = true
-	origin.StartTLS()
-	defer origin.Close()
-	u, err := url.Parse(origin.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := NewProxy(u, nil, nil)
-	proxy.Transport.(*http.Transport).TLSClientConfig = origin.Client().Transport.(*http.Transport).TLSClientConfig
+	proxy := h2Proxy(t, origin, nil)
 	for _, tt := range []struct {
 		name, value string
 		origin      []string
@@ -53,4 +46,20 @@ func TestKeyWhiteSpaceOverHTTP2(t *testing.T) {
 			}
 		})
 	}
+}
+
+// h2Proxy starts origin, unstarted, over TLS with HTTP/2 (closed at the
+// test's end), and returns NewProxy's proxy to it, logging to log.
+func h2Proxy(t *testing.T, origin *httptest.Server, log Logger) *httputil.ReverseProxy {
+	t.Helper()
+	origin.EnableHTTP2 = true
+	origin.StartTLS()
+	t.Cleanup(origin.Close)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewProxy(u, log, nil)
+	p.Transport.(*http.Transport).TLSClientConfig = origin.Client().Transport.(*http.Transport).TLSClientConfig
+	return p
 }
