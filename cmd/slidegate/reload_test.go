@@ -140,12 +140,22 @@ type limited struct {
 // get sends GET path with key (none if empty) to base.
 func get(t *testing.T, base, path, key string) limited {
 	t.Helper()
+	return getFrom(t, base, path, key, "")
+}
+
+// getFrom is get from client address addr, given in X-Forwarded-For (""
+// for none): serve reads it when 127.0.0.1 is a trusted proxy.
+func getFrom(t *testing.T, base, path, key, addr string) limited {
+	t.Helper()
 	req, err := http.NewRequest("GET", base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if key != "" {
 		req.Header.Set("X-API-Key", key)
+	}
+	if addr != "" {
+		req.Header.Set("X-Forwarded-For", addr)
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {

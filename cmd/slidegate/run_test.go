@@ -460,6 +460,54 @@ func TestServeMaxIdentities(t *testing.T) {
 	}
 }
 
+// TestServeMaxIdentitiesBothStores: --max-identities bounds the memory
+// store of "scope": "local" limits as it does the shared one, and serve
+// reports the evictions of both. A client rotating made-up keys and
+// addresses (X-Forwarded-For from a trusted proxy) makes a new identity in
+// each store with every request; an address that used its local limit
+// stays limited through the flood.
+func TestServeMaxIdentitiesBothStores(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.json")
+	w := testenv.FarWindow(time.Now())
+	// count_denied turns the deny cache off: the last answer comes from
+	// the local store, which must still hold the spent address.
+	src := fmt.Sprintf(`{"plans": {"free": {"limits": [{"name": "day", "limit": 1000, "window": %q}]}},
+		"ip_limits": [{"name": "ip", "limit": 3, "window": %q, "scope": "local"}],
+		"identity": {"trusted_proxies": ["127.0.0.1"]}, "count_denied": true}`, w, w)
+	if err := os.WriteFile(cfg, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var errOut testenv.Buffer
+	base, _, stop := startServe(t, &errOut, "--config", cfg, "--demo-origin", "--max-identities", "1024")
+	defer stop()
+	send := func(addr, key string) int { return getFrom(t, base, "/x", key, addr).status }
+	const spent, flood = "198.51.100.7", 3000
+	for i, want := range []int{200, 200, 200, 429} {
+		if got := send(spent, ""); got != want {
+			t.Fatalf("%s, request %d: %d, want %d", spent, i+1, got, want)
+		}
+	}
+	for i := range flood {
+		addr := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+		if got := send(addr, fmt.Sprint("key-", i)); got != http.StatusOK {
+			t.Fatalf("%s with key-%d: %d, want 200", addr, i, got)
+		}
+	}
+	if got := send(spent, ""); got != http.StatusTooManyRequests {
+		t.Errorf("%s, after %d new addresses: %d, want 429 (its local count kept)", spent, flood, got)
+	}
+	// Each store held flood+1 identities (the local one the addresses, the
+	// shared one the keys and the spent address's plan) in room for 1,024.
+	stop()
+	all := regexp.MustCompile(`"evicted_total":(\d+)`).FindAllStringSubmatch(errOut.String(), -1)
+	if all == nil {
+		t.Fatalf("no eviction report in the log:\n%s", errOut.String())
+	}
+	if n, _ := strconv.Atoi(all[len(all)-1][1]); n < 2*(flood+1-1024) {
+		t.Errorf("evicted_total %d, want at least %d: both stores full", n, 2*(flood+1-1024))
+	}
+}
+
 // TestLogEvictions: serve's periodic report logs evictions once, with the
 // number since the last report.
 func TestLogEvictions(t *testing.T) {
