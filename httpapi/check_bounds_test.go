@@ -2,9 +2,12 @@ package httpapi
 
 import (
 	"encoding/json"
+	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCheckAPIKeyLengthBound: a key of exactly 1 KiB is accepted (the
@@ -89,6 +92,51 @@ func TestCheckAPICostUpToTheSmallestLimit(t *testing.T) {
 				if !strings.Contains(w.Body.String(), `"name":"cost"`) {
 					t.Errorf("the 400 does not name cost: %s", w.Body)
 				}
+			}
+		})
+	}
+}
+
+// TestCheckAPIReadIsCostZero holds the README on cost 0: a read fits, so
+// it is allowed on a used-up key (remaining 0, no wait, no denial logged)
+// unless a count is past its limit (count_denied), and a request of cost
+// n >= 1 is admitted exactly when the read's remaining is at least n.
+func TestCheckAPIReadIsCostZero(t *testing.T) {
+	for _, countDenied := range []bool{false, true} {
+		t.Run(fmt.Sprint("count_denied=", countDenied), func(t *testing.T) {
+			f := newFixture(t, testConfig(t, func(m map[string]any) { m["count_denied"] = countDenied }), nil)
+			check := func(body string) checkResponse {
+				t.Helper()
+				w := f.do(req{method: http.MethodPost, path: CheckPath, body: body})
+				var resp checkResponse
+				if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || w.Code != http.StatusOK {
+					t.Fatalf("%s: %d %s: %v", body, w.Code, w.Body, err)
+				}
+				return resp
+			}
+			for range 4 { // the free plan's minute holds 3: the 4th is denied
+				check(`{"key":"a"}`)
+			}
+			f.logs.Reset()
+			read := check(`{"key":"a","cost":0}`)
+			logged := strings.Contains(f.logs.String(), `"cost":0`)
+			if read.Remaining != 0 || read.Allowed == countDenied || logged != countDenied || (read.RetryAfterMS > 0) != countDenied {
+				t.Errorf("read of a used-up key: %+v, denial logged %t", read, logged)
+			}
+			rng := rand.New(rand.NewPCG(3, 4))
+			seen := map[bool]int{}
+			for i := range 60 {
+				f.clock.t = f.clock.t.Add(time.Duration(rng.IntN(90000)) * time.Millisecond)
+				n := 1 + rng.IntN(3)
+				read := check(`{"key":"b","cost":0}`)
+				got := check(fmt.Sprintf(`{"key":"b","cost":%d}`, n))
+				if got.Allowed != (read.Remaining >= int64(n)) {
+					t.Fatalf("#%d: read remaining %d, then cost %d allowed %t", i, read.Remaining, n, got.Allowed)
+				}
+				seen[got.Allowed]++
+			}
+			if seen[true] == 0 || seen[false] == 0 {
+				t.Errorf("allowed/denied %d/%d: the run did not reach both", seen[true], seen[false])
 			}
 		})
 	}
