@@ -368,6 +368,9 @@ func TestWorkerdRequestBodies(t *testing.T) {
 		{"check, declared length", httpapi.CheckPath, "", strings.NewReader(`{"key":"` + key + `"}`), http.StatusOK, `"allowed":true`},
 		{"check, chunked", httpapi.CheckPath, "", io.MultiReader(strings.NewReader(`{"key":"` + key + `"}`)), http.StatusOK, `"allowed":true`},
 		{"check, malformed", httpapi.CheckPath, "", strings.NewReader(`{"key":`), http.StatusBadRequest, `(body)`},
+		// The Worker's own JSON parser (jsonv's scan) says what the
+		// others' encoding/json says: cut short, not a bad backslash.
+		{"check, cut short after a backslash", httpapi.CheckPath, "", strings.NewReader(`{"key":"a\`), http.StatusBadRequest, `(body): ends in the middle of the JSON`},
 		{"check, too long, declared length", httpapi.CheckPath, "", strings.NewReader(long), http.StatusBadRequest, `larger than`},
 		{"check, too long, chunked", httpapi.CheckPath, "", io.MultiReader(strings.NewReader(long)), http.StatusBadRequest, `larger than`},
 		{"proxied, declared length", "/v1/items", key, strings.NewReader("hello"), http.StatusOK, "origin:/v1/items body=hello"},

@@ -151,7 +151,8 @@ func checkString(t *testing.T, s string) {
 func TestSyntaxErrorOffset(t *testing.T) {
 	// Both parsers place an error at the offending byte, counted from 0:
 	// encoding/json counts that byte in its own Offset, and after the
-	// value it reads on past white space.
+	// value it reads on past white space. They say the same of it (the
+	// check API's 400 quotes it).
 	for _, c := range []struct {
 		doc  string
 		want int64
@@ -165,12 +166,18 @@ func TestSyntaxErrorOffset(t *testing.T) {
 		{`{"a":1}x`, 7},
 		{`{"a":1} {`, 8},
 		{`01`, 1},
+		{`"\`, 2}, // cut short after a backslash: the end, not the backslash
+		{`{"key": "a\"\`, 13},
 	} {
+		_, perr := jsonv.Parse([]byte(c.doc))
 		for name, parse := range map[string]func([]byte) (any, error){"Parse": jsonv.Parse, "scan": jsonv.Scan} {
 			_, err := parse([]byte(c.doc))
 			se, ok := err.(*jsonv.SyntaxError)
 			if !ok || se.Offset != c.want {
 				t.Errorf("%s(%q) = %#v, want a SyntaxError at offset %d", name, c.doc, err, c.want)
+			}
+			if pe, _ := perr.(*jsonv.SyntaxError); ok && pe != nil && se.Msg != pe.Msg {
+				t.Errorf("%s(%q) says %q, Parse %q", name, c.doc, se.Msg, pe.Msg)
 			}
 		}
 	}

@@ -176,10 +176,9 @@ func (s *scanner) string() (any, error) {
 			s.i++
 			continue
 		}
-		if s.i+1 >= len(s.data) {
-			break
+		if s.i++; s.i >= len(s.data) {
+			break // cut short after the backslash
 		}
-		s.i++
 		switch e := s.data[s.i]; e {
 		case '"', '\\', '/':
 			buf = append(buf, e)
