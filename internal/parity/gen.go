@@ -190,6 +190,9 @@ var (
 		`{"key": 1}`, `{"key": "a", "key": "b"}`, `{"key": "u2", "cost": -1}`, `{"key": "u2", "cost": 1.5}`,
 		`{"key": "u2", "extra": true}`, `{`, ``, "\ufeff" + `{"key": "u2"}`, `[]`,
 		`{"key": "` + strings.Repeat("z", 5000) + `"}`,
+		"{\"key\": \"\xff\"}", `{"key": "u2", "cost": 99999999999999999999}`, `{"key": "u2", "cost": 4}`,
+		`{"key": "u2", "plan": null, "cost": null}`, `{"key": "u2", "cost": 2.0}`, `{"key": "\u0000"}`,
+		`{"key": "\ud800"}`, `{"key": "u3", "cost": 1}` + "\n\n", `{"key": {"a": 1, "a": 2}}`,
 	}
 )
 
