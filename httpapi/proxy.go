@@ -155,17 +155,25 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 // may read again before it notices; that read fails (ReverseProxy's
 // "invalid Read on closed Body") with nothing wrong with the client. Kept,
 // it made about one in ten origins' resets a 400 logged at INFO as the
-// client's, not a 502 origin error.
+// client's, not a 502 origin error. So clientBody fails such a read
+// itself and leaves the wrapper it reads open (ReverseProxy closes it when
+// it returns): closed too, the wrapper also failed a read that had found
+// clientBody open, when the Close came in between.
 type clientBody struct {
 	io.ReadCloser
 	err    atomic.Pointer[error] // set by the transport's goroutine
 	closed atomic.Bool           // by the transport, maybe while a read waits
 }
 
+// errBodyClosed fails a read of a clientBody the transport has closed.
+var errBodyClosed = errors.New("httpapi: read of a request body after the transport closed it")
+
 func (b *clientBody) Read(p []byte) (int, error) {
-	closed := b.closed.Load()
+	if b.closed.Load() {
+		return 0, errBodyClosed
+	}
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && err != io.EOF && !closed {
+	if err != nil && err != io.EOF {
 		b.err.CompareAndSwap(nil, &err)
 	}
 	return n, err
@@ -173,7 +181,7 @@ func (b *clientBody) Read(p []byte) (int, error) {
 
 func (b *clientBody) Close() error {
 	b.closed.Store(true)
-	return b.ReadCloser.Close()
+	return nil
 }
 
 // clientBodyFailed answers a request whose client failed to send its

@@ -280,6 +280,52 @@ func TestProxyBodyReadAfterTransportClose(t *testing.T) {
 	}
 }
 
+// TestClientBodyCloseDuringRead: the transport's Close may land while a
+// read of the body is on its way into ReverseProxy's wrapper, which fails
+// a read once closed ("invalid Read on closed Body"): clientBody must not
+// keep that failure as the client's. It did when its Close closed the
+// wrapper too: the read, begun before the Close, then failed in the
+// wrapper with nothing wrong with the client, the origin reset's 400 of
+// TestProxyBodyReadAfterTransportClose in a window of a few instructions.
+func TestClientBodyCloseDuringRead(t *testing.T) {
+	b := &clientBody{}
+	b.ReadCloser = &closingReader{before: func() { _ = b.Close() }} // another goroutine's Close, in the window
+	_, _ = b.Read(make([]byte, 2))
+	if err := b.err.Load(); err != nil {
+		t.Errorf("kept %q as the client's error: a read the transport's Close overtook is no client's failure", *err)
+	}
+	if _, err := b.Read(make([]byte, 2)); err == nil {
+		t.Error("a read after Close succeeded")
+	}
+	if err := b.err.Load(); err != nil {
+		t.Errorf("kept %q as the client's error after Close", *err)
+	}
+}
+
+// closingReader reads as ReverseProxy's wrapper of a request body does,
+// a read failing once Close is called, and calls before, if set, at the
+// start of each read, before it looks whether it is closed.
+type closingReader struct {
+	before func()
+	closed bool
+}
+
+func (c *closingReader) Read(p []byte) (int, error) {
+	if f := c.before; f != nil {
+		c.before = nil
+		f()
+	}
+	if c.closed {
+		return 0, errors.New("ReverseProxy does an invalid Read on closed Body")
+	}
+	return copy(p, "ab"), nil
+}
+
+func (c *closingReader) Close() error {
+	c.closed = true
+	return nil
+}
+
 // TestProxyOriginResetOverHTTP2: an HTTP/2 origin that resets the stream
 // of an upload it has begun to read is an origin error, each time: a 502
 // and an ERROR line. About one in ten was a 400 logged at INFO as the
