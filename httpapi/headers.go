@@ -110,9 +110,10 @@ func rateLimitHeader(items []string, ds []window.Decision) string {
 // standard fields for every rule decided, X-RateLimit-* for the rule
 // shown picks, and Retry-After when it is denied. The values are built in
 // one buffer, and the header slices share one array, both in one
-// allocation (ownValues) whatever the number of rules. It returns the
-// array: RateLimit-Policy, RateLimit, X-RateLimit-Limit, -Remaining,
-// -Reset and Retry-After ("" when not set).
+// allocation (ownValues) when the values fit its buffer; longer ones
+// (more rules, longer names) take as many more as append makes. It
+// returns the array: RateLimit-Policy, RateLimit, X-RateLimit-Limit,
+// -Remaining, -Reset and Retry-After ("" when not set).
 func setHeaders(hd http.Header, policy string, items []string, ds []window.Decision, deciding window.Decision, now time.Time) *[6]string {
 	ov := new(ownValues)
 	var end [5]int
