@@ -4,8 +4,9 @@
 //
 // A configuration is JSON, read when a process starts (a file for the
 // local server, which reads it again on SIGHUP; an environment variable on
-// Lambda, a wrangler variable on the Worker). Parse rejects unknown fields and every invalid value with an error
-// that names the field path and the value, for example
+// Lambda, a wrangler variable on the Worker). Parse rejects unknown fields
+// and every invalid value with an error that names the field path and the
+// value, for example
 //
 //	config: plans.free.limits[1].window: "0s": must be at least 1s
 //
