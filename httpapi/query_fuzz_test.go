@@ -52,10 +52,13 @@ func FuzzParseOrigin(f *testing.F) {
 		if err == nil {
 			return
 		}
-		before, _, at := strings.Cut(s, "SECRET@")
+		if strings.Count(s, "SECRET") != 1 {
+			// Elsewhere too ("SECRET@SECRET0", whose host the error
+			// may name): the error's SECRET could be that one.
+			return
+		}
 		_, query, q := strings.Cut(s, "?")
-		if (at && !strings.Contains(before, "SECRET") || q && strings.Contains(query, "SECRET") && !strings.Contains(s[:strings.Index(s, "?")], "SECRET")) &&
-			strings.Contains(err.Error(), "SECRET") {
+		if (strings.Contains(s, "SECRET@") || q && strings.Contains(query, "SECRET")) && strings.Contains(err.Error(), "SECRET") {
 			t.Errorf("ParseOrigin(%q): the error shows the secret: %v", s, err)
 		}
 	})
