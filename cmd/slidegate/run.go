@@ -121,21 +121,21 @@ func written(err error) error {
 	return nil
 }
 
-func loadConfig(path string) (*config.Config, error) {
-	cfg, _, err := readConfig(path)
-	return cfg, err
-}
-
-// readConfig is loadConfig that also reports whether the file was blank:
-// empty, or white space and a byte order mark alone, which Parse takes
-// for the empty document, the defaults.
-func readConfig(path string) (cfg *config.Config, blank bool, err error) {
+// loadConfig reads the configuration file at path, or returns the
+// defaults for no path. A blank file (empty, or white space and a byte
+// order mark alone), which Parse takes for the empty document and so the
+// defaults, is refused: named with --config, it is more likely a file
+// truncated to be written again, a newline alone (echo > config.json) or a
+// pipe read already than a wish for the defaults, and it would make every
+// keyed client a default plan's without a word. Leaving --config out
+// gives the defaults.
+func loadConfig(path string) (cfg *config.Config, err error) {
 	if path == "" {
-		return config.Default(), false, nil
+		return config.Default(), nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, false, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config: %w", err)
 	}
 	defer f.Close()
 	// Not os.ReadFile: a file far larger than a configuration may be (a log
@@ -145,9 +145,12 @@ func readConfig(path string) (cfg *config.Config, blank bool, err error) {
 	var data bytes.Buffer
 	cfg, err = config.Read(io.TeeReader(f, &data))
 	if err != nil {
-		return nil, false, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, len(bytes.TrimSpace(bytes.TrimPrefix(data.Bytes(), []byte("\ufeff")))) == 0, nil
+	if len(bytes.TrimSpace(bytes.TrimPrefix(data.Bytes(), []byte("\ufeff")))) == 0 {
+		return nil, fmt.Errorf("%s: empty file (white space at most), which would be the built-in defaults: leave --config out for them", path)
+	}
+	return cfg, nil
 }
 
 // hashKey prints the api_keys hash of a key as the pre-filter and the
@@ -454,14 +457,7 @@ func reloadConfig(ctx context.Context, log *slog.Logger, path string, b *builder
 		log.WarnContext(ctx, "configuration not reloaded: serve runs on the built-in defaults (no --config), nothing to reload")
 		return
 	}
-	cfg, blank, err := readConfig(path)
-	if err == nil && blank {
-		// Read as a document, it is the defaults: a file truncated to be
-		// written again, one holding a newline alone, or a pipe
-		// (--config <(...)) read already, made every client a default
-		// plan's.
-		err = fmt.Errorf("%s: empty file (white space at most): the defaults would replace every plan", path)
-	}
+	cfg, err := loadConfig(path) // a blank file too: see loadConfig
 	var next *served
 	if err == nil {
 		next, err = b.build(cfg)

@@ -55,6 +55,33 @@ func TestCheckConfig(t *testing.T) {
 	}
 }
 
+// TestBlankConfigFileRefused: a --config file that is empty or holds white
+// space and a byte order mark alone, which as a document is the defaults,
+// is refused by check-config and by serve at start, naming the file: a
+// file truncated to be written again (or `echo > config.json`) made every
+// keyed client a default plan's without a word. Leaving --config out
+// still gives the defaults.
+func TestBlankConfigFileRefused(t *testing.T) {
+	for _, doc := range []string{"", "\n", " \t\r\n", "\ufeff", "\ufeff\n"} {
+		path := filepath.Join(t.TempDir(), "config.json")
+		writeFile(t, path, doc)
+		var out bytes.Buffer
+		err := run(context.Background(), []string{"check-config", path}, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), path+": empty file") || out.Len() != 0 {
+			t.Errorf("check-config of %q: %v, output %q; want an empty-file error naming it and no ok", doc, err, out.String())
+		}
+		out.Reset()
+		// Cancelled already: a serve that took the file would start,
+		// stop at once and return nil rather than serve for ever.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err = run(ctx, []string{"serve", "--config", path, "--listen", "127.0.0.1:0"}, &out, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), path+": empty file") || strings.Contains(out.String(), "listening") {
+			t.Errorf("serve --config of %q: %v, output %q; want an empty-file error and no listener", doc, err, out.String())
+		}
+	}
+}
+
 // TestCheckConfigEndlessFile: a configuration file that never ends (a pipe
 // whose writer goes on, as /dev/zero does) is refused once it is past
 // config.MaxSize, not read until memory runs out.
