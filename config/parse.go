@@ -30,14 +30,14 @@ func Parse(data []byte) (*Config, error) {
 	if len(data) > MaxSize {
 		return nil, tooLarge(num(int64(len(data))) + " bytes")
 	}
+	if Blank(data) {
+		return Default(), nil
+	}
 	// A leading UTF-8 byte order mark is ignored (RFC 8259 section 8.1
 	// allows it), as the check API ignores it: Windows editors and
 	// PowerShell's Out-File -Encoding utf8 write one, and it was refused
 	// as "invalid character 'ï'", a character no editor shows.
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
-	if len(bytes.TrimSpace(data)) == 0 {
-		return Default(), nil
-	}
 	tree, err := jsonv.Parse(data)
 	if err != nil {
 		return nil, syntaxError(data, err)
@@ -60,6 +60,13 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c.fillDefaults()
 	return &c, nil
+}
+
+// Blank reports whether data is the empty document, which Parse takes for
+// the defaults: nothing, or white space and a leading byte order mark
+// alone.
+func Blank(data []byte) bool {
+	return len(bytes.TrimSpace(bytes.TrimPrefix(data, []byte("\ufeff")))) == 0
 }
 
 // Read reads a JSON configuration from r and parses it as Parse does. It

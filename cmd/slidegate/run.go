@@ -147,7 +147,7 @@ func loadConfig(path string) (cfg *config.Config, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(bytes.TrimSpace(bytes.TrimPrefix(data.Bytes(), []byte("\ufeff")))) == 0 {
+	if config.Blank(data.Bytes()) {
 		return nil, fmt.Errorf("%s: empty file (white space at most), which would be the built-in defaults: leave --config out for them", path)
 	}
 	return cfg, nil
