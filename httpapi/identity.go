@@ -319,6 +319,10 @@ func contains(ps []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
+// ParseAddr parses a client's address as a platform may give it, with or
+// without a port (parseAddr): the Lambda's requestContext.http.sourceIp.
+func ParseAddr(s string) (netip.Addr, bool) { return parseAddr(s) }
+
 // parseAddr parses "1.2.3.4", "1.2.3.4:5", "2001:db8::1", "[2001:db8::1]"
 // and "[2001:db8::1]:5", and drops zones and IPv4-mapping. It picks the one
 // parser that fits instead of trying them in turn: a failed parse

@@ -127,24 +127,6 @@ func sourceIP(r *http.Request) (netip.Addr, bool) {
 	return a, ok
 }
 
-// parseSourceIP parses requestContext.http.sourceIp: an address, or an
-// address and a port ("10.1.15.242:39870", "[2001:db8::1]:443"), which
-// API Gateway sends on some paths (a custom domain with mutual TLS, where
-// the address was a private one inside AWS and the peer was in
-// X-Forwarded-For: docs/lambda.md says to list such a range in
-// identity.trusted_proxies). Taken for no address, the port made every
-// client one: the pre-filter counted them all under the identity of an
-// unknown address.
-func parseSourceIP(s string) (netip.Addr, bool) {
-	if ip, err := netip.ParseAddr(s); err == nil {
-		return ip, true
-	}
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr(), true
-	}
-	return netip.Addr{}, false
-}
-
 // request builds the http.Request of an event.
 func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Request, error) {
 	body := []byte(ev.Body)
@@ -158,7 +140,8 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	// a decoded one makes the origin see %2F as three characters; the
 	// other way round, a client's %252F as a separator: decoded is the
 	// default. requestContext.http.path is decoded whoever sends it.
-	field, path, decoded := "rawPath", ev.RawPath, !functionURL(ev.RequestContext.DomainName)
+	fu := functionURL(ev.RequestContext.DomainName)
+	field, path, decoded := "rawPath", ev.RawPath, !fu
 	if path == "" {
 		field, path, decoded = "requestContext.http.path", ev.RequestContext.HTTP.Path, true
 	}
@@ -168,7 +151,9 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	if path[0] != '/' {
 		return nil, fmt.Errorf("lambda: event: %s %q does not begin with /", field, path)
 	}
-	path = withoutStage(path, &ev.RequestContext)
+	if !fu {
+		path = withoutStage(path, ev.RequestContext.Stage)
+	}
 	hostField, host := "requestContext.domainName", ev.RequestContext.DomainName
 	if host == "" {
 		hostField, host = "headers.host", ev.Headers["host"]
@@ -192,10 +177,20 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 		return nil, errors.New("lambda: event: requestContext.http.method is empty: not an HTTP API (payload format 2.0) or Function URL event")
 	}
 	ctx = context.WithValue(ctx, http.ServerContextKey, server)
-	remote := net.JoinHostPort(ev.RequestContext.HTTP.SourceIP, "0")
-	if ip, ok := parseSourceIP(ev.RequestContext.HTTP.SourceIP); ok {
+	// requestContext.http.sourceIp is an address, or an address and a port
+	// ("10.1.15.242:39870", "[2001:db8::1]:443"), which API Gateway sends
+	// on some paths (a custom domain with mutual TLS, where the address was
+	// a private one inside AWS and the peer was in X-Forwarded-For:
+	// docs/lambda.md says to list such a range in
+	// identity.trusted_proxies). Taken for no address, the port made every
+	// client one: the pre-filter counted them all under the identity of an
+	// unknown address.
+	var remote string
+	if ip, ok := httpapi.ParseAddr(ev.RequestContext.HTTP.SourceIP); ok {
 		ctx = context.WithValue(ctx, sourceIPKey{}, ip)
 		remote = netip.AddrPortFrom(ip, 0).String()
+	} else {
+		remote = net.JoinHostPort(ev.RequestContext.HTTP.SourceIP, "0")
 	}
 	r, err := http.NewRequestWithContext(ctx, method, target, bytes.NewReader(body))
 	if err != nil {
@@ -250,13 +245,13 @@ func functionURL(domain string) bool {
 // picks the deployment and is no part of the resource: kept, the origin
 // got /prod/hello, and costs and the check API (/prod/v1/check) matched
 // nothing. Only a whole first segment is the stage (/production is not
-// /prod's). A Function URL's stage is $default; its path is left alone
-// whatever the event says.
-func withoutStage(path string, rc *events.APIGatewayV2HTTPRequestContext) string {
-	if rc.Stage == "" || rc.Stage == "$default" || functionURL(rc.DomainName) {
+// /prod's). A Function URL's stage is $default: request leaves its path
+// alone whatever the event says, without calling withoutStage.
+func withoutStage(path, stage string) string {
+	if stage == "" || stage == "$default" {
 		return path
 	}
-	rest, ok := strings.CutPrefix(path, "/"+rc.Stage)
+	rest, ok := strings.CutPrefix(path[1:], stage) // path begins with "/"
 	switch {
 	case !ok:
 		return path
