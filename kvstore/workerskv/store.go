@@ -359,7 +359,8 @@ func (s *Store) stale(sl kvstore.Slot, now time.Time, at int64) bool {
 func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) error {
 	start := s.now().UnixMilli()
 	var sum int64
-	var mine []Key // this isolate's keys
+	var mine []Key           // this isolate's keys
+	ownKey := prefix + s.iso // its counter's, and its Gen keys' after "."
 	var err error
 	cursor, cut := "", true
 	for range maxListPages {
@@ -369,7 +370,7 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 			break
 		}
 		for _, k := range p.Keys {
-			if k.Name == prefix+s.iso || strings.HasPrefix(k.Name, prefix+s.iso+".") {
+			if strings.HasPrefix(k.Name, ownKey) && (len(k.Name) == len(ownKey) || k.Name[len(ownKey)] == '.') {
 				mine = append(mine, k)
 			} else {
 				sum = addCount(sum, k.N)
@@ -385,8 +386,8 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 		cell, _ := c.Get(sumKey(prefix))
 		cell.Busy = 0
 		own := "" // none: an isolate that holds no counter of the slot sums every key
-		if ctr, ok := c.Get(prefix + s.iso); ok {
-			own = kvKey(prefix+s.iso, ctr)
+		if ctr, ok := c.Get(ownKey); ok {
+			own = kvKey(ownKey, ctr)
 		}
 		for _, k := range mine {
 			if k.Name != own {
