@@ -276,13 +276,13 @@ func (h *Handler) check(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusBadRequest, ferr.Error(), []invalidParam{{Name: ferr.field, Reason: ferr.reason}})
 		return
 	}
-	var hash [64]byte
-	hashKey(req.Key, &hash)
+	var sum [sha256.Size]byte
+	hashKey(req.Key, &sum)
 	id, p := "", h.defPlan
-	if k, ok := h.keys[string(hash[:])]; ok {
-		id, p = k.id, k.plan
+	if kid, kp, ok := h.keys.find(&sum); ok {
+		id, p = kid, kp
 	} else {
-		id = keyIdentity(&hash)
+		id = keyIdentity(&sum)
 	}
 	if req.Plan != "" {
 		var ok bool

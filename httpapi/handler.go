@@ -117,7 +117,7 @@ type Handler struct {
 	ipLocal []limiter.Rule // the rules of local scope among ipRules
 	plans   map[string]*plan
 	defPlan *plan
-	keys    map[string]keyEntry // sha256 hex → plan and identity
+	keys    keyTable // api_keys: SHA-256 → plan and identity
 	costs   []config.Cost
 	// methods are what cost prices a method as: the methods the costs
 	// name, then HEAD (a GET route's), then notNamed.
@@ -129,13 +129,6 @@ type Handler struct {
 	preflight *plan           // a CORS preflight's: ip_limits only
 	cors      map[string]bool // cors_origins but "*"
 	corsAny   bool            // cors_origins holds "*"
-}
-
-// keyEntry is a configured key: its plan, and its storage identity
-// (keyIdentity of its hash) built once instead of on every request.
-type keyEntry struct {
-	plan *plan
-	id   string
 }
 
 // plan is a config.Plan compiled for the hot path.
@@ -184,7 +177,6 @@ func New(o Options) (*Handler, error) {
 		unlistedIP:  cfg.Identity.UnlistedKeys == config.UnlistedIP,
 		ipRules:     rules(cfg.IPLimits),
 		plans:       make(map[string]*plan, len(cfg.Plans)),
-		keys:        make(map[string]keyEntry, len(cfg.APIKeys)),
 		costs:       cfg.Costs,
 		methods:     routeMethods(cfg.Costs),
 		checkToken:  cfg.CheckToken != "",
@@ -240,8 +232,8 @@ func New(o Options) (*Handler, error) {
 		}
 		h.cors[o] = true
 	}
-	for hash, name := range cfg.APIKeys {
-		h.keys[hash] = keyEntry{plan: h.plans[name], id: keyPrefix + hash}
+	if h.keys, err = newKeyTable(cfg.APIKeys, h.plans); err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
 	}
 	return h, nil
 }
@@ -656,15 +648,15 @@ func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int64, bool) {
 	ipID := h.ipID(r)
 	id, p := ipID, h.defPlan
-	var hash [64]byte
-	if h.apiKey(r, &hash) {
+	var sum [sha256.Size]byte
+	if h.apiKey(r, &sum) {
 		// Even an OPTIONS that looks like a preflight: a browser's never
 		// carries the key, and an origin that does not look at the
 		// method would serve it by the key, uncounted.
-		if k, ok := h.keys[string(hash[:])]; ok {
-			id, p = k.id, k.plan
+		if kid, kp, ok := h.keys.find(&sum); ok {
+			id, p = kid, kp
 		} else if !h.unlistedIP {
-			id = keyIdentity(&hash)
+			id = keyIdentity(&sum)
 		}
 	} else if preflight(r) {
 		// A browser sends it before a cross-origin request, without the

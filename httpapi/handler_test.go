@@ -425,7 +425,7 @@ func TestHashKey(t *testing.T) {
 	if got, want := HashKey("demo-key-pro"), "7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36"; got != want {
 		t.Errorf("HashKey = %s, want %s", got, want)
 	}
-	var h [64]byte
+	var h [sha256.Size]byte
 	hashKey("demo-key-pro", &h)
 	if got, want := keyIdentity(&h), "k:7b340101426eaa6810ee547503b923bfd895a40cd62b1e52686bf8ffaa8d6e36"; got != want {
 		t.Errorf("keyIdentity = %s, want %s", got, want)

@@ -31,8 +31,8 @@ const (
 )
 
 // apiKey finds the first configured key header present and writes the
-// lower-case hex SHA-256 of its whole value, as hashKey counts it (for
-// Authorization, "Bearer abc" is "bearer abc"), into hash. An empty value
+// SHA-256 of its whole value, as hashKey counts it (for Authorization,
+// "Bearer abc" is "bearer abc"), into sum. An empty value
 // is no key, and so is an AWS signature (signature). White space around
 // a value is not the key's: every platform drops HTTP's before the handler
 // runs (the Lambda's adapter since 925519a; counted with it, " k" was a
@@ -45,7 +45,7 @@ const (
 // identity whichever front end counts it (reading only the first line,
 // "a" then "b" was the client "a" here and "a,b" there). A header the
 // request's Connection field names is no key: the proxy drops it.
-func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
+func (h *Handler) apiKey(r *http.Request, sum *[sha256.Size]byte) bool {
 	conn := r.Header["Connection"]
 	for _, name := range h.keyHeaders {
 		if len(conn) > 0 && listed(conn, name) {
@@ -57,11 +57,11 @@ func (h *Handler) apiKey(r *http.Request, hash *[64]byte) bool {
 		switch vs := r.Header[name]; {
 		case len(vs) == 1:
 			if v := trimKey(vs[0]); v != "" && !signature(v) {
-				hashKey(v, hash)
+				hashKey(v, sum)
 				return true
 			}
 		case len(vs) > 1:
-			hashKey(trimKey(strings.Join(vs, ",")), hash)
+			hashKey(trimKey(strings.Join(vs, ",")), sum)
 			return true
 		}
 	}
@@ -82,7 +82,7 @@ func signature(v string) bool {
 	return i > 0 && (asciiEqualFold(v[:i], "AWS4-HMAC-SHA256") || asciiEqualFold(v[:i], "AWS4-ECDSA-P256-SHA256"))
 }
 
-// hashKey writes the hex SHA-256 of key to out. A key with commas is
+// hashKey writes the SHA-256 of key to sum. A key with commas is
 // hashed as its comma-separated elements trimmed of the white space
 // around them (RFC 9110 5.6.1's OWS) and joined with ",": a key sent on two
 // lines, k1 and k2, is "k1,k2" to the local server, "k1,k2" to the Lambda
@@ -95,12 +95,17 @@ func signature(v string) bool {
 // several spaces, so "Bearer k", "bearer k" and "Bearer  k" are one
 // credential to the origins that follow RFC 9110, and must be one client
 // here, not one fresh quota per spelling.
-func hashKey(key string, out *[64]byte) {
+func hashKey(key string, sum *[sha256.Size]byte) {
 	if strings.IndexByte(key, ',') >= 0 {
 		key = joinElements(key)
 	}
 	var buf [128]byte
-	sum := sha256.Sum256(withScheme(buf[:0], key))
+	*sum = sha256.Sum256(withScheme(buf[:0], key))
+}
+
+// hexSum writes sum in lower-case hex to out (2*sha256.Size bytes).
+func hexSum(out []byte, sum *[sha256.Size]byte) {
+	_ = out[2*len(sum)-1]
 	for i, b := range sum {
 		// A pair of digits at a time: hex.Encode, a digit at a time,
 		// took some 650 instructions per request.
@@ -196,13 +201,20 @@ func joinElements(v string) string {
 // the white space around a key that the pre-filter and the check API
 // drop first is TrimKey's to drop.
 func HashKey(key string) string {
-	var out [64]byte
-	hashKey(key, &out)
+	var sum [sha256.Size]byte
+	hashKey(key, &sum)
+	var out [2 * sha256.Size]byte
+	hexSum(out[:], &sum)
 	return string(out[:])
 }
 
-func keyIdentity(hash *[64]byte) string {
-	return keyPrefix + string(hash[:])
+// keyIdentity is the storage identity of the key whose SHA-256 is sum:
+// "k:" and the hex of sum.
+func keyIdentity(sum *[sha256.Size]byte) string {
+	var id [len(keyPrefix) + 2*sha256.Size]byte
+	copy(id[:], keyPrefix)
+	hexSum(id[len(keyPrefix):], sum)
+	return string(id[:])
 }
 
 // redact shortens an identity for logs: a key identity keeps the first

@@ -366,7 +366,7 @@ func TestAPIKeyAllocates(t *testing.T) {
 	f := newFixture(t, testConfig(t, nil), nil)
 	for _, n := range []int{8, 40, 100 << 10} {
 		r := rawRequest("192.0.2.1:1", http.Header{"X-API-Key": {strings.Repeat("k", n)}})
-		var hash [64]byte
+		var hash [sha256.Size]byte
 		if got := testing.AllocsPerRun(20, func() { f.h.apiKey(r, &hash) }); got != 0 {
 			t.Errorf("key of %d bytes: %v allocations", n, got)
 		}
@@ -374,7 +374,7 @@ func TestAPIKeyAllocates(t *testing.T) {
 	// A scheme to lower (withScheme's copy): none up to 128 bytes either.
 	for _, n := range []int{40, 128} {
 		r := rawRequest("192.0.2.1:1", http.Header{"Authorization": {"BEARER " + strings.Repeat("k", n-len("BEARER "))}})
-		var hash [64]byte
+		var hash [sha256.Size]byte
 		if got := testing.AllocsPerRun(20, func() { f.h.apiKey(r, &hash) }); got != 0 {
 			t.Errorf("Authorization of %d bytes with its scheme in upper case: %v allocations", n, got)
 		}
@@ -401,7 +401,7 @@ func BenchmarkAPIKey(b *testing.B) {
 	for _, n := range []int{8, 40, 100 << 10} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			r := rawRequest("192.0.2.1:1", http.Header{"X-API-Key": {strings.Repeat("k", n)}})
-			var hash [64]byte
+			var hash [sha256.Size]byte
 			b.ReportAllocs()
 			for b.Loop() {
 				f.h.apiKey(r, &hash)

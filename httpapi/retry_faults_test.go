@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -146,8 +147,8 @@ func (sc pscen) snapshot(t *testing.T, local, shared *memstore.Store, at time.Ti
 }
 
 // hashOf is hashKey's answer for k.
-func hashOf(k string) *[64]byte {
-	var h [64]byte
+func hashOf(k string) *[sha256.Size]byte {
+	var h [sha256.Size]byte
 	hashKey(k, &h)
 	return &h
 }
