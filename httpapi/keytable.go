@@ -63,19 +63,23 @@ func newKeyTable(keys map[string]string, plans map[string]*plan) (keyTable, erro
 }
 
 // decodeSum decodes the hex h into sum, and reports whether h is exactly
-// that: 2*len(sum) hex digits.
+// that: 2*len(sum) lower-case hex digits. Upper case is refused, not
+// decoded: config's validation refuses it, the Worker's map never matches
+// it, and "AB…" beside "ab…" would be one sum in two records.
 func decodeSum(sum *[sha256.Size]byte, h string) bool {
 	if len(h) != 2*len(sum) {
 		return false
 	}
 	for i := range sum {
-		if !ishex(h[2*i]) || !ishex(h[2*i+1]) {
+		if !lowerHex(h[2*i]) || !lowerHex(h[2*i+1]) {
 			return false
 		}
 		sum[i] = unhex(h[2*i])<<4 | unhex(h[2*i+1])
 	}
 	return true
 }
+
+func lowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
 
 // home is the first record of sum's probe sequence. The table's keys are
 // the operator's, so a client cannot lengthen the runs its lookups walk.

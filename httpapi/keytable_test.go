@@ -103,6 +103,11 @@ func TestKeyTableRefuses(t *testing.T) {
 		{map[string]string{"sk_live_LEAKCANARY": "free"}, "api_keys: a key is not a lower-case hex SHA-256"},
 		{map[string]string{good[:63] + "g": "free"}, "api_keys: a key is not a lower-case hex SHA-256"},
 		{map[string]string{good + "0": "free"}, "api_keys: a key is not a lower-case hex SHA-256"},
+		// Upper-case hex: the Worker's map, and the map before the table,
+		// never matched it; the table must not either, nor hold one sum
+		// twice with two plans (map order picking which one a key gets).
+		{map[string]string{strings.ToUpper(good): "free"}, "api_keys: a key is not a lower-case hex SHA-256"},
+		{map[string]string{good: "free", strings.ToUpper(good): "free"}, "api_keys: a key is not a lower-case hex SHA-256"},
 	} {
 		if _, err := newKeyTable(tt.keys, plans); err == nil || err.Error() != tt.want {
 			t.Errorf("newKeyTable(%v) = %v, want %s", tt.keys, err, tt.want)
