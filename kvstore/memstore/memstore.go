@@ -79,7 +79,51 @@ type shard struct {
 // and takes the shard's lock.
 type table struct {
 	tags  []atomic.Uint32 // by slot: 0 when free, else tag(hash)
-	slots []slot          // len(tags), a power of two
+	slots []slot          // len(tags), a power of two, from newSlots
+}
+
+// cacheLine is the size of a slot and the boundary newSlots puts every
+// slot on.
+const cacheLine = 64
+
+// mallocHeader is the word Go's allocator (since Go 1.22; the runtime's
+// mallocHeaderSize) puts in front of a heap object that holds pointers
+// and is larger than 512 bytes, up to 32 KiB less the header: its size
+// class then has room for the object and the header, and the object
+// starts mallocHeader bytes past the start of its block. Every such size
+// class is a multiple of cacheLine, as are the blocks of 512 bytes or
+// less (no header) and the pages of larger objects (no header either).
+const mallocHeader = 8
+
+// padded is an array A behind a pad that makes up for the malloc header:
+// allocated on its own, the header and the pad fill the first cache line
+// of its block and A starts on the next. The pad is bytes, so the
+// collector sees A's pointer words where A's type has them.
+type padded[A any] struct {
+	_ [cacheLine - mallocHeader]byte
+	a A
+}
+
+// newSlots returns n zeroed slots, n a power of two from minSlots, whose
+// first starts on a cache line, so that each slot is one line: an array
+// of 16 to 256 slots (1 to 16 KiB) gets a malloc header and would start 8
+// bytes into a line, every slot then straddling two. padded costs them
+// nothing: with the pad they fit the same size class as without it.
+// TestSlotsAligned checks every size up to 2^17 slots.
+func newSlots(n int) []slot {
+	switch n {
+	case 16:
+		return new(padded[[16]slot]).a[:]
+	case 32:
+		return new(padded[[32]slot]).a[:]
+	case 64:
+		return new(padded[[64]slot]).a[:]
+	case 128:
+		return new(padded[[128]slot]).a[:]
+	case 256:
+		return new(padded[[256]slot]).a[:]
+	}
+	return make([]slot, n)
 }
 
 // maxRules bounds a shard's rules; an identity's rule beyond it is kept in
@@ -104,7 +148,9 @@ func (k *ruleKey) is(name string, length time.Duration) bool {
 // has one rule: its pair (the current and the previous bucket of one rule)
 // sits in the slot itself. Other rules, and buckets older than the pair's
 // previous one written by a lagging clock, are cells behind more. A slot
-// with neither a pair nor cells is free.
+// with neither a pair nor cells is free. A slot is cacheLine bytes, and
+// newSlots starts every table on a cache line, so that a slot is one line
+// and not parts of two.
 //
 // id is the string the identity was first given as, not a copy: callers
 // that pass the same string each time (the HTTP layer's configured keys, a
@@ -322,7 +368,7 @@ func (t *table) free(g uint32) int {
 // resize moves every identity into a new table of n slots and returns it;
 // sh.mu must be held.
 func (sh *shard) resize(n int) *table {
-	t := &table{tags: make([]atomic.Uint32, n), slots: make([]slot, n)}
+	t := &table{tags: make([]atomic.Uint32, n), slots: newSlots(n)}
 	if old := sh.tab.Load(); old != nil {
 		for i := range old.tags {
 			g := old.tags[i].Load()

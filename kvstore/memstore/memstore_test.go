@@ -605,6 +605,45 @@ func TestLayout(t *testing.T) {
 	}
 }
 
+// TestSlotsAligned: every table a shard makes, of minSlots up to 2^17
+// slots, starts on a cache line, so that each slot is one line. Without
+// newSlots the tables of 16 to 256 slots started mallocHeader bytes into
+// a line (checked: this test failed for them with make([]slot, n)).
+func TestSlotsAligned(t *testing.T) {
+	var sh shard
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for n := minSlots; n <= 1<<17; n *= 2 {
+		tab := sh.resize(n)
+		if len(tab.slots) != n || cap(tab.slots) != n || len(tab.tags) != n {
+			t.Fatalf("resize(%d): %d slots (capacity %d), %d tags", n, len(tab.slots), cap(tab.slots), len(tab.tags))
+		}
+		if off := uintptr(unsafe.Pointer(&tab.slots[0])) % cacheLine; off != 0 {
+			t.Errorf("a table of %d slots starts %d bytes into a cache line", n, off)
+		}
+	}
+}
+
+var headerSink []slot
+
+// TestMallocHeader: the runtime puts mallocHeader bytes in front of an
+// array of slots of more than 512 bytes up to 32 KiB, and nothing in
+// front of smaller or larger ones, as newSlots's padded assumes. When a
+// Go release changes that, newSlots must follow.
+func TestMallocHeader(t *testing.T) {
+	defer func() { headerSink = nil }()
+	for n := minSlots; n <= 1<<10; n *= 2 {
+		want := uintptr(0)
+		if size := n * int(unsafe.Sizeof(slot{})); size > 512 && size <= 32<<10-mallocHeader {
+			want = mallocHeader
+		}
+		headerSink = make([]slot, n) // on the heap, as a table is
+		if got := uintptr(unsafe.Pointer(&headerSink[0])) % cacheLine; got != want {
+			t.Errorf("make([]slot, %d) starts %d bytes into a cache line, want %d", n, got, want)
+		}
+	}
+}
+
 // admitAll is a kvstore.Admitter that admits every request.
 type admitAll struct{}
 
