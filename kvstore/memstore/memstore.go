@@ -46,7 +46,7 @@ const evictSample = 8
 // reads no clock; bucket starts are its time. It keeps the id string an
 // identity was first given with, not a copy.
 type Store struct {
-	shards  [shardCount]shard // first, so that shards start on a cache line
+	shards  [shardCount]shard // first, so that shards start on a cache line (New)
 	seed    maphash.Seed
 	evicted atomic.Uint64 // identities dropped to make room (NewLimited)
 }
@@ -95,10 +95,10 @@ const cacheLine = 64
 // less (no header) and the pages of larger objects (no header either).
 const mallocHeader = 8
 
-// padded is an array A behind a pad that makes up for the malloc header:
-// allocated on its own, the header and the pad fill the first cache line
-// of its block and A starts on the next. The pad is bytes, so the
-// collector sees A's pointer words where A's type has them.
+// padded is A (an array of slots, or a Store) behind a pad that makes up
+// for the malloc header: allocated on its own, the header and the pad fill
+// the first cache line of its block and A starts on the next. The pad is
+// bytes, so the collector sees A's pointer words where A's type has them.
 type padded[A any] struct {
 	_ [cacheLine - mallocHeader]byte
 	a A
@@ -199,9 +199,14 @@ type cell struct {
 const minSlots = 8
 
 // New returns an empty Store. Shards make their tables on first write, so a
-// Store costs little to create (the Worker creates one per request).
+// Store costs little to create (a limiter given no store makes one; the
+// Worker, which gives it both of its stores, links none). A Store (16 KiB,
+// with pointers) gets a malloc header: padded puts its shards on cache
+// lines, each shard one line, in the same size class.
 func New() *Store {
-	return &Store{seed: maphash.MakeSeed()}
+	p := new(padded[Store])
+	p.a.seed = maphash.MakeSeed()
+	return &p.a
 }
 
 // NewLimited returns an empty Store that holds at most about maxIdentities

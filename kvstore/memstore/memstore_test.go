@@ -624,6 +624,17 @@ func TestSlotsAligned(t *testing.T) {
 	}
 }
 
+// TestShardsAligned: a Store's shards start on cache lines, each shard
+// one line (TestLayout). Allocated as &Store{}, a Store starts
+// mallocHeader bytes into a line (checked: this test failed with it).
+func TestShardsAligned(t *testing.T) {
+	for _, s := range []*Store{New(), NewLimited(1000)} {
+		if off := uintptr(unsafe.Pointer(&s.shards[0])) % cacheLine; off != 0 {
+			t.Errorf("a Store's shards start %d bytes into a cache line", off)
+		}
+	}
+}
+
 var headerSink []slot
 
 // TestMallocHeader: the runtime puts mallocHeader bytes in front of an
