@@ -52,7 +52,9 @@ type Options struct {
 	// again. The Worker builds its handler on every request, from a
 	// configuration it validated once per isolate; validating costs a
 	// tenth of a millisecond there. An invalid Config with Validated set
-	// makes a Handler that may fail at any request.
+	// makes a Handler that may fail at any request (outside the Worker,
+	// New refuses an api_keys entry of a missing plan or a hash that is
+	// not lower-case hex).
 	Validated bool
 	// Store keeps the shared counters. Nil means an in-memory store.
 	Store kvstore.Store

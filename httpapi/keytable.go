@@ -11,8 +11,11 @@ import (
 
 // keyTable holds the configured keys (api_keys) by the SHA-256 of the key,
 // each with its plan and its storage identity ("k:" and the hex of the
-// hash), for the lookup every keyed request makes: a record is one cache
-// line, and the hash is compared in it.
+// hash), for the lookup every keyed request makes: a record's fields lie
+// in one cache line, and the hash is compared in it. (A table of 16 to 256
+// records gets Go's 8-byte malloc header and starts 8 bytes into a line;
+// the 8 bytes of each record that then spill into the next line are its
+// trailing pad, which TestKeyTable holds.)
 //
 // It replaced a map from the hex hash to the plan and the identity: with
 // a thousand keys in turn, a lookup there missed the cache on the map's
@@ -35,7 +38,10 @@ type keyRec struct {
 }
 
 // newKeyTable returns the table of keys, which map lower-case hex hashes
-// (validated: config's api_keys) to the names of plans.
+// (validated: config's api_keys) to the names of plans. It fails on what
+// validation would have refused and the table relies on, a plan that does
+// not exist or a hash that is not lower-case hex (New with Validated set;
+// the Worker's map checks neither).
 func newKeyTable(keys map[string]string, plans map[string]*plan) (keyTable, error) {
 	if len(keys) == 0 {
 		return keyTable{}, nil

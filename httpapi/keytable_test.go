@@ -29,6 +29,18 @@ func TestKeyTable(t *testing.T) {
 	if got := unsafe.Sizeof(keyRec{}); got != 64 {
 		t.Errorf("a record is %d bytes, want 64 (a cache line)", got)
 	}
+	// A table that starts 8 bytes into a line (the malloc header) spills
+	// only the pad into the next line.
+	var r keyRec
+	for _, end := range []uintptr{
+		unsafe.Offsetof(r.sum) + unsafe.Sizeof(r.sum),
+		unsafe.Offsetof(r.id) + unsafe.Sizeof(r.id),
+		unsafe.Offsetof(r.plan) + unsafe.Sizeof(r.plan),
+	} {
+		if end > 64-8 {
+			t.Errorf("a field of a record ends at byte %d, want the last 8 bytes pad", end)
+		}
+	}
 	if n := len(tab.recs); n < 2*len(keys) || n&(n-1) != 0 {
 		t.Errorf("%d records for %d keys, want a power of two at least twice as many", n, len(keys))
 	}

@@ -88,11 +88,13 @@ const cacheLine = 64
 
 // mallocHeader is the word Go's allocator (since Go 1.22; the runtime's
 // mallocHeaderSize) puts in front of a heap object that holds pointers
-// and is larger than 512 bytes, up to 32 KiB less the header: its size
-// class then has room for the object and the header, and the object
-// starts mallocHeader bytes past the start of its block. Every such size
-// class is a multiple of cacheLine, as are the blocks of 512 bytes or
-// less (no header) and the pages of larger objects (no header either).
+// and is larger than 512 bytes on 64-bit platforms, up to 32 KiB less the
+// header: its size class then has room for the object and the header, and
+// the object starts mallocHeader bytes past the start of its block. Every
+// size class above 512 bytes is a multiple of cacheLine, as is the
+// 512-byte class (a table of 8 slots, no header) and the pages of larger
+// objects (no header either); smaller classes are not all, but no table
+// is that small.
 const mallocHeader = 8
 
 // padded is A (an array of slots, or a Store) behind a pad that makes up
