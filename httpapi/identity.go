@@ -103,7 +103,11 @@ func hashKey(key string, sum *[sha256.Size]byte) {
 	*sum = sha256.Sum256(withScheme(buf[:0], key))
 }
 
-// hexSum writes sum in lower-case hex to out (2*sha256.Size bytes).
+// hexSum writes sum in lower-case hex to out (2*sha256.Size bytes). Not
+// inlined: its callers are inlined at several call sites, and a copy of
+// its loop at each cost the Worker's bundle bytes.
+//
+//go:noinline
 func hexSum(out []byte, sum *[sha256.Size]byte) {
 	_ = out[2*len(sum)-1]
 	for i, b := range sum {
@@ -211,10 +215,9 @@ func HashKey(key string) string {
 // keyIdentity is the storage identity of the key whose SHA-256 is sum:
 // "k:" and the hex of sum.
 func keyIdentity(sum *[sha256.Size]byte) string {
-	var id [len(keyPrefix) + 2*sha256.Size]byte
-	copy(id[:], keyPrefix)
-	hexSum(id[len(keyPrefix):], sum)
-	return string(id[:])
+	var hex [2 * sha256.Size]byte
+	hexSum(hex[:], sum)
+	return keyPrefix + string(hex[:])
 }
 
 // redact shortens an identity for logs: a key identity keeps the first
