@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // keyTable holds the configured keys (api_keys) by the SHA-256 of the key,
@@ -34,7 +35,7 @@ type keyRec struct {
 	sum  [sha256.Size]byte
 	id   string
 	plan *plan
-	_    [64 - sha256.Size - 16 - 8]byte
+	_    [64 - sha256.Size - unsafe.Sizeof("") - unsafe.Sizeof((*plan)(nil))]byte
 }
 
 // newKeyTable returns the table of keys, which map lower-case hex hashes
