@@ -21,6 +21,12 @@
 # VARIANT=headers|decision and AA=1 apply as in pair.sh. DRIVE_KEYS=K sends
 # the load on the first K of the 1000 configured keys (how much the store
 # holds); GOGC and other Go settings in the environment reach the servers.
+# CACHE=1 also simulates this host's per-core caches (48 KiB L1d, 1 MiB
+# L2, 64-byte lines; valgrind's "LL" is the L2 here) and prints the data
+# misses per request in each, in all and by function: how many lines a
+# request brings in, which timing here cannot resolve. The collector's
+# misses move by several per request between runs (how many cycles fall
+# in each); those of slidegate's own functions by about 0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-4000} conns=${2:-4}
@@ -31,6 +37,8 @@ pids=()
 # stopped) leaves none behind.
 trap 'set +e; kill "${pids[@]}" $(cat "$out/servers" 2>/dev/null) 2>/dev/null; rm -rf "$out"' EXIT
 go build -o "$out/proxyload" ./proxyload
+sim=(--cache-sim=no)
+[[ ${CACHE:-} == 1 ]] && sim=(--cache-sim=yes --I1=32768,8,64 --D1=49152,12,64 --LL=1048576,16,64)
 flags=()
 [[ -n ${VARIANT:-} ]] && flags+=(-variant "$VARIANT")
 [[ ${AA:-} == 1 ]] && flags+=(-aa)
@@ -40,7 +48,7 @@ flags=()
 run() {
   local d="$out/$1"
   mkdir -p "$d"
-  GOMAXPROCS=1 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$d/cg" \
+  GOMAXPROCS=1 valgrind --tool=cachegrind "${sim[@]}" --cachegrind-out-file="$d/cg" \
     "$out/proxyload" "${flags[@]}" -serve 10m > "$d/urls" 2> "$d/vg" &
   local vp=$!
   echo "$vp" >> "$out/servers"
@@ -58,10 +66,14 @@ run() {
   kill -TERM "$vp"
   wait "$vp"
   cg_annotate --show-percs=no --threshold=0 "$d/cg" |
-    awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1 > "'"$d/total"'"}
+    awk '/PROGRAM TOTALS/ {gsub(",", ""); print $1 > "'"$d/total"'"
+        if (NF >= 11) print $5 + $8 > "'"$d/d1"'"; if (NF >= 11) print $6 + $9 > "'"$d/ll"'"}
       /file:function/ {f=1; next}
-      f && /^ *[0-9][0-9,]* +\// {c=$1; gsub(",", "", c); fn=$2; sub(/^.*:/, "", fn); a[fn]+=c}
-      END {for (k in a) print k "\t" a[k]}' | sort > "$d/fn"
+      f && /^-/ {if (n) f=0; next}
+      f && /^ *[0-9][0-9,]* / && (i = index($0, " /")) {
+        n++; fn=substr($0, i+1); sub(/ .*/, "", fn); sub(/^.*:/, "", fn)
+        gsub(",", ""); a[fn]+=$1; m[fn]+=$6+$9} # $6, $9: L2 misses, when simulated
+      END {for (k in a) print k "\t" a[k] "\t" m[k]}' | sort > "$d/fn"
 }
 
 for front in bare slidegate; do
@@ -75,6 +87,21 @@ per() { echo $(( ($(cat "$out/$1.2/total") - $(cat "$out/$1.1/total")) / n )); }
 b=$(per bare) s=$(per slidegate)
 echo "instr: $n and $((2 * n)) requests, $conns connections, ${DRIVE_KEYS:-1000} keys, variant ${VARIANT:-none}, A/A ${AA:-0}, GOGC ${GOGC:-100}"
 awk -v b="$b" -v s="$s" 'BEGIN {printf "instructions per request: bare %d, slidegate %d, %+.1f %% (%+d)\n", b, s, 100*(s/b-1), s-b}'
+if [[ ${CACHE:-} == 1 ]]; then
+  # Per request as (misses(2N) - misses(N)) / N, in hundredths: a few
+  # lines per request is the size of a change.
+  for c in d1 ll; do
+    b=$(( ($(cat "$out/bare.2/$c") - $(cat "$out/bare.1/$c")) * 100 / n ))
+    s=$(( ($(cat "$out/slidegate.2/$c") - $(cat "$out/slidegate.1/$c")) * 100 / n ))
+    awk -v c="$c" -v b="$b" -v s="$s" 'BEGIN {printf "%s data misses per request: bare %.2f, slidegate %.2f (%+.2f)\n", (c == "d1" ? "L1d" : "L2"), b/100, s/100, (s-b)/100}'
+  done
+  echo "largest functions by L2 data misses per request (slidegate minus bare):"
+  join -t $'\t' -a1 -a2 -e0 -o 0,1.3,2.3 "$out/slidegate.2/fn" "$out/slidegate.1/fn" > "$out/sm"
+  join -t $'\t' -a1 -a2 -e0 -o 0,1.3,2.3 "$out/bare.2/fn" "$out/bare.1/fn" > "$out/bm"
+  join -t $'\t' -a1 -a2 -e0 -o 0,1.2,1.3,2.2,2.3 "$out/sm" "$out/bm" |
+    awk -F'\t' -v n="$n" '{d = (($2 - $3) - ($4 - $5)) / n; if (d >= 0.3 || d <= -0.3) printf "  %8.2f  %s\n", d, $1}' |
+    sort -nr | head -20
+fi
 # Per function: slidegate's growth per request minus the bare proxy's.
 join -t $'\t' -a1 -a2 -e0 -o 0,1.2,2.2 "$out/slidegate.2/fn" "$out/slidegate.1/fn" > "$out/s"
 join -t $'\t' -a1 -a2 -e0 -o 0,1.2,2.2 "$out/bare.2/fn" "$out/bare.1/fn" > "$out/b"
