@@ -116,6 +116,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		Transport:  tr,
 		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			r = asAsked(r)
 			if unprintableUpgrade(r.Header) {
 				// Refused by ReverseProxy before the origin was asked:
 				// the client's doing, no origin error to log (one at
@@ -137,6 +138,28 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			OriginFailed(log, w, r, err)
 		},
 	}
+}
+
+// asAsked returns r, the request the proxy sent on, with the path its
+// client asked for, which its RequestURI still holds (ReverseProxy clones
+// the client's request), so that the log lines of its failure name the
+// path the client's other lines name (the denied, store-error and
+// Worker's and Lambda adapter's own lines), not the origin's, with the
+// origin URL's path before it. A request without a RequestURI (not from a
+// server) is returned as it is.
+func asAsked(r *http.Request) *http.Request {
+	if r.RequestURI == "" {
+		return r
+	}
+	u, err := url.ParseRequestURI(r.RequestURI)
+	if err != nil || u.Path == r.URL.Path {
+		return r
+	}
+	r = r.WithContext(r.Context()) // a copy, for its own URL
+	v := *r.URL
+	v.Path, v.RawPath = u.Path, u.RawPath
+	r.URL = &v
+	return r
 }
 
 // clientBody is the body of a request as the proxy sends it on: it keeps

@@ -72,6 +72,37 @@ func TestProxyRefusedOriginIs502(t *testing.T) {
 	}
 }
 
+// TestProxyFailureLogsClientPath: the log line of a request whose origin
+// failed gives the path the client asked for, as its denied and
+// store-error lines do, not the path it was sent to: with an origin URL
+// holding a path (serve --origin http://api/base, the Lambda's OriginUrl),
+// that was "/base/v1/items" for a client's "/v1/items".
+func TestProxyFailureLogsClientPath(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // connections are refused: an origin error
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	front := httptest.NewServer(NewProxy(&url.URL{Scheme: "http", Host: addr, Path: "/base"}, log, nil))
+	defer front.Close()
+	res, err := front.Client().Get(front.URL + "/v1/it%65ms?q=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	front.Close() // its handler has returned
+	var m map[string]any
+	if err := json.Unmarshal(logs.Bytes(), &m); err != nil {
+		t.Fatalf("log %q: %v", logs.String(), err)
+	}
+	if res.StatusCode != http.StatusBadGateway || m["msg"] != "origin error" || m["path"] != "/v1/items" {
+		t.Errorf("status %d, log %s; want a 502 and an origin error with the path /v1/items", res.StatusCode, logs.String())
+	}
+}
+
 // TestSwitchingProtocolsKeepsFields: an in-process origin (Options.Next)
 // that answers 101 Switching Protocols gives its final answer: the
 // pre-filter's rate-limit fields go out on it, as on any other.
