@@ -118,15 +118,10 @@ func hashKey(key string, sum *[sha256.Size]byte) {
 	b := withScheme(buf[:0], key) // "basic " once the scheme is lowered
 	const basic = "basic "
 	if len(b) >= len(basic)+4 && string(b[:len(basic)]) == basic {
-		q := [4]byte(b[len(b)-4:]) // the last quantum, if the base64 is whole
-		var raw [3]byte
-		if n, err := base64.StdEncoding.Decode(raw[:], q[:]); err == nil {
-			var spelled [4]byte
-			base64.StdEncoding.Encode(spelled[:], raw[:n])
-			if spelled != q {
-				b = append(buf[:0], b...) // b may be the key's own bytes
-				copy(b[len(b)-4:], spelled[:])
-			}
+		var raw [3]byte // the last quantum's bytes, if the base64 is whole
+		if n, err := base64.StdEncoding.Decode(raw[:], b[len(b)-4:]); err == nil {
+			b = append(buf[:0], b...) // b may be the key's own bytes
+			base64.StdEncoding.Encode(b[len(b)-4:], raw[:n])
 		}
 	}
 	*sum = sha256.Sum256(b)
