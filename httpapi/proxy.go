@@ -330,7 +330,9 @@ func ParseOrigin(s string) (*url.URL, error) {
 		// may be the user info ("https://tokenPART/rest@origin").
 		return nil, fmt.Errorf("%q: an @ in the path or query, or in user info; user info is not sent to the origin, and a literal @ must be written %%40", u.Scheme+"://…")
 	}
-	if p := u.Port(); p != "" {
+	// An empty port too: "http://api:$PORT" with PORT unset, which Go
+	// takes for the scheme's port (every request went to port 80).
+	if p := u.Port(); p != "" || u.Host[len(u.Host)-1] == ':' {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
 			return nil, fmt.Errorf("%q: port %q: must be 1 to 65535", shown, p)
 		}

@@ -502,6 +502,22 @@ func TestParseOriginPortHidesPasswordDigits(t *testing.T) {
 	}
 }
 
+// TestParseOriginRefusesEmptyPort: "http://api:$PORT" with PORT unset
+// came out as "http://api:", which Go parses as the scheme's default port:
+// every request went to port 80 without a word (found by review).
+func TestParseOriginRefusesEmptyPort(t *testing.T) {
+	for _, s := range []string{"http://api:", "https://api.example.com:/v1", "http://[::1]:", "http://10.0.0.7:?x=1"} {
+		if u, err := ParseOrigin(s); err == nil || !strings.Contains(err.Error(), `port "": must be 1 to 65535`) {
+			t.Errorf("ParseOrigin(%q) = %v, %v; want an empty port refused", s, u, err)
+		}
+	}
+	for _, s := range []string{"http://api", "http://api:80", "http://[::1]", "http://[::1]:8080/"} {
+		if _, err := ParseOrigin(s); err != nil {
+			t.Errorf("ParseOrigin(%q) = %v, want it taken", s, err)
+		}
+	}
+}
+
 // TestProxyOriginPathAndQuery: what README's Command line says of an
 // origin URL with a path or a query: its path goes before the request's
 // (one slash between them, an escaped slash kept), its query before the

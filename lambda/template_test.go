@@ -326,7 +326,7 @@ var originURLCases = []struct {
 	{"https://[2001:db8::1]:8443/", true},
 	{"https://[::1]", true},
 	{"https://api.example.com/v1?tenant=a", true},
-	{"https://api.example.com:", true}, // an empty port is the default one
+	{"https://api.example.com:", false}, // an empty port: an unset variable, refused by the parser
 	{"https://api.example.com:65535/", true},
 	// Unicode white space, pasted from a page or a chat: the parser
 	// refuses it (the path went to /v1%C2%A0/...), so the pattern must.
