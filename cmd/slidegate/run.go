@@ -250,7 +250,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload 
 	fs.StringVar(&f.table, "table", "", "DynamoDB `TABLE` (--store dynamodb)")
 	fs.StringVar(&f.endpoint, "endpoint", "", "DynamoDB endpoint `URL`, e.g. http://127.0.0.1:4567 for dynalite")
 	fs.BoolVar(&f.createTable, "create-table", false, "create the DynamoDB table if it does not exist")
-	fs.DurationVar(&f.originTimeout, "origin-timeout", defaultOriginTimeout, "longest wait on the origin (`D`; 0: no bound): to connect, to take the next part of a request, for its answer to begin; beyond, the client gets a 504")
+	fs.DurationVar(&f.originTimeout, "origin-timeout", defaultOriginTimeout, "longest wait on the origin (`D`; 0: none but the transport's 30 s to connect and 10 s for TLS): to connect, to take the next part of a request, for its answer to begin; beyond, the client gets a 504")
 	fs.DurationVar(&f.clientTimeout, "client-timeout", defaultClientTimeout, "longest silence of a client within a request (`D`; 0: no bound): between parts of its body, or while it takes none of the answer; beyond, the connection is closed")
 	fs.IntVar(&f.maxIdentities, "max-identities", defaultMaxIdentities, "most identities each memory store holds (`N`; 0: no bound); beyond, a new one evicts the one that counts least per unit of time")
 	if err := fs.Parse(args); err != nil {
