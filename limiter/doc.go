@@ -26,7 +26,11 @@
 // backwards by up to a minute is held at the newest time seen (to the
 // millisecond: within the newest millisecond a check is decided at its own
 // time, in the same buckets), and RetryAfter and ResetAfter then count
-// from now, the step included. A longer step back corrects a clock that
+// from now, the step included. A check that read the clock before a
+// concurrent one read a time in a later bucket, and counted after it, is
+// taken back and decided again at that time, as if it had read the clock
+// after: neither saw the other's count (not in js builds, where a limiter
+// serves one request). A longer step back corrects a clock that
 // had run ahead: the limiter follows it, rather than decide every check at
 // that time until the clock catches up. What was counted while the clock
 // ran ahead went to buckets of that time: after the correction the current

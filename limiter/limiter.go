@@ -421,6 +421,9 @@ func (l *Limiter) check(ctx context.Context, now time.Time, id string, rules []R
 		}
 		allowed = allowed && ok
 	}
+	if allowed && write && cost > 0 && l.overtaken(caller, now, rules) && l.Refund(ctx, now, id, rules, cost) == nil {
+		return l.check(ctx, caller, id, rules, cost, write, res)
+	}
 	switch {
 	case !allowed && write && l.countDenied:
 		// A failed count leaves the denial as the counters decided it:
@@ -551,10 +554,13 @@ func (l *Limiter) one(ctx context.Context, st *stores, now time.Time, id string,
 		gen = l.deny.generation(id)
 	}
 	pos := r.At(at)
-	prev, cur, _, err := st.ru.UpdateRule(ctx, id, r.Rule, pos, cost)
+	prev, cur, ok, err := st.ru.UpdateRule(ctx, id, r.Rule, pos, cost)
 	if err != nil {
 		*d = window.Decision{}
 		return false, at, fmt.Errorf("limiter: update: %w", err)
+	}
+	if ok && l.overtaken(now, at, rules) && l.Refund(ctx, at, id, rules, cost) == nil {
+		return l.one(ctx, st, now, id, rules, cost, d)
 	}
 	// Decide's verdict is the store's: both are AdmitsAt on these counts.
 	r.DecideAtInto(d, pos, prev, cur, cost)

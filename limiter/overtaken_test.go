@@ -1,0 +1,101 @@
+package limiter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
+	"github.com/slidegate/slidegate/kvstore/memstore"
+	"github.com/slidegate/slidegate/window"
+)
+
+// overtaking is a memory store that runs hook once, just before the first
+// write that decides reaches the store: a concurrent request that read a
+// later clock, and then got to the store first.
+type overtaking struct {
+	*memstore.Store
+	hook func()
+}
+
+func (o *overtaking) run() {
+	if h := o.hook; h != nil {
+		o.hook = nil
+		h()
+	}
+}
+
+func (o *overtaking) UpdateRule(ctx context.Context, id string, r window.Rule, pos window.Pos, cost int64) (int64, int64, bool, error) {
+	o.run()
+	return o.Store.UpdateRule(ctx, id, r, pos, cost)
+}
+
+func (o *overtaking) Update(ctx context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
+	o.run()
+	return o.Store.Update(ctx, id, slots, counts, costs, a)
+}
+
+func (o *overtaking) AddIf(ctx context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	o.run()
+	return o.Store.AddIf(ctx, id, conds, counts)
+}
+
+// TestOvertakenAtABoundary: of two concurrent requests on either side of
+// a boundary, the later one (B, at 12:00:00) reaches the store first. The
+// earlier one (A, at 11:59:59.999) read the clock before B did, so it is
+// not held at B's time: decided at its own, in the bucket B has left, it
+// does not see B's count, and B did not see its. With 5 of 10 used at
+// 11:59:30, each fits alone (A: 5 + 5 in 11:59; B: 5 × 1 + 5 in 12:00),
+// but both together put 15 into the minute that ends at 12:00:00. The
+// first of them to reach the store must be the only one admitted.
+func TestOvertakenAtABoundary(t *testing.T) {
+	boundary := window.Start(window.Index(t0, time.Minute)+1, time.Minute) // 12:00:00
+	hour := rule("hour", 100, time.Hour)
+	local := minute
+	local.Local = true
+	for _, tc := range []struct {
+		name  string
+		rules []Rule
+		store func(*overtaking) Options
+	}{
+		{"one rule", []Rule{minute}, func(o *overtaking) Options { return Options{Store: o} }},
+		{"two rules", []Rule{minute, hour}, func(o *overtaking) Options { return Options{Store: o} }},
+		{"two rules, conditional writes", []Rule{minute, hour}, func(o *overtaking) Options { return Options{Store: conditional{o}} }},
+		{"one local rule", []Rule{local}, func(o *overtaking) Options { return Options{Local: o} }},
+		{"local and shared", []Rule{local, hour}, func(o *overtaking) Options { return Options{Local: o} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &overtaking{Store: memstore.New()}
+			l := New(tc.store(o))
+			if res := check(t, l, t0, "k", 5, tc.rules...); !res.Allowed {
+				t.Fatalf("5 at 11:59:30: denied by %q", res.Rule)
+			}
+			var b Result
+			o.hook = func() { b = check(t, l, boundary, "k", 5, tc.rules...) }
+			a := check(t, l, boundary.Add(-time.Millisecond), "k", 5, tc.rules...)
+			if !b.Allowed {
+				t.Fatalf("B (5 at 12:00:00, first at the store): denied by %q", b.Rule)
+			}
+			if a.Allowed {
+				t.Fatalf("A (5 at 11:59:59.999) admitted after B: 15 in the minute ending at 12:00:00, limit 10")
+			}
+			if !a.At.Equal(boundary) {
+				t.Errorf("A decided at %s, want B's time (a Refund takes it)", a.At.Format(time.RFC3339Nano))
+			}
+			// A's count is gone; the counts are the 5 of 11:59:30 and B's.
+			s := o.Store
+			if got := load(t, s, "k", tc.rules[0], t0); got != 5 {
+				t.Errorf("11:59 holds %d, want 5", got)
+			}
+			if got := load(t, s, "k", tc.rules[0], boundary); got != 5 {
+				t.Errorf("12:00 holds %d, want 5", got)
+			}
+			// A is told when it would be admitted, from its own now: at
+			// 12:00:48 the 5 of 11:59 weigh floor(5 × 12/60) = 1, a
+			// nanosecond later 0.
+			if got, want := a.RetryAfter, 48*time.Second+time.Millisecond+time.Nanosecond; got != want {
+				t.Errorf("A's RetryAfter = %v, want %v", got, want)
+			}
+		})
+	}
+}
