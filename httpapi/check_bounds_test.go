@@ -99,7 +99,8 @@ func TestCheckAPICostUpToTheSmallestLimit(t *testing.T) {
 
 // TestCheckAPIReadIsCostZero holds the README on cost 0: a read fits, so
 // it is allowed on a used-up key (remaining 0, no wait, no denial logged)
-// unless a count is past its limit (count_denied), and a request of cost
+// unless a count is past its limit (count_denied, or counted under a
+// higher limit of the same name), and a request of cost
 // n >= 1 is admitted exactly when the read's remaining is at least n.
 func TestCheckAPIReadIsCostZero(t *testing.T) {
 	for _, countDenied := range []bool{false, true} {
@@ -122,6 +123,17 @@ func TestCheckAPIReadIsCostZero(t *testing.T) {
 			logged := strings.Contains(f.logs.String(), `"cost":0`)
 			if read.Remaining != 0 || read.Allowed == countDenied || logged != countDenied || (read.RetryAfterMS > 0) != countDenied {
 				t.Errorf("read of a used-up key: %+v, denial logged %t", read, logged)
+			}
+			// Counted under a higher limit of the same name and window
+			// (pro's minute holds 10), the count is past free's 3 without
+			// count_denied too.
+			for range 5 {
+				check(`{"key":"c","plan":"pro"}`)
+			}
+			f.logs.Reset()
+			read = check(`{"key":"c","plan":"free","cost":0}`)
+			if read.Allowed || read.RetryAfterMS <= 0 || !strings.Contains(f.logs.String(), `"cost":0`) {
+				t.Errorf("read under free of a key counted 5 under pro: %+v, log %s", read, f.logs)
 			}
 			rng := rand.New(rand.NewPCG(3, 4))
 			seen := map[bool]int{}

@@ -63,6 +63,23 @@ func TestPreflight(t *testing.T) {
 	})
 }
 
+// TestPreflightWeighsItsRoute holds README's sizing example: with
+// ip-minute 4 and a route of cost 3 for any method, a page's POST after its
+// preflight is refused (3 + 3); a route for POST alone does not weigh the
+// preflight, though it names POST (1 + 3 fits).
+func TestPreflightWeighsItsRoute(t *testing.T) {
+	for method, want := range map[string]int{"": http.StatusTooManyRequests, "POST": http.StatusOK} {
+		f := newFixture(t, testConfig(t, func(m map[string]any) {
+			m["ip_limits"] = []any{map[string]any{"name": "ip-minute", "limit": 4, "window": "1m"}}
+			m["costs"] = []any{map[string]any{"method": method, "path_prefix": "/v1/search", "cost": 3}}
+		}), nil)
+		pre := f.do(req{method: http.MethodOptions, path: "/v1/search", header: map[string]string{"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST"}})
+		if got := f.do(req{method: http.MethodPost, path: "/v1/search"}).Code; pre.Code != http.StatusOK || got != want {
+			t.Errorf("route for %q: preflight %d (RateLimit %s), then POST %d; want 200, then %d", method, pre.Code, pre.Header().Get("RateLimit"), got, want)
+		}
+	}
+}
+
 // TestPreflightWithKey: a browser's preflight never carries the API key
 // (the Fetch standard's CORS-preflight request holds Accept and the
 // Access-Control-Request-* fields, no credentials, none of the page's
