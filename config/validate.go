@@ -292,6 +292,10 @@ func cgiName(name string) string {
 	return strings.ReplaceAll(strings.ToUpper(name), "-", "_")
 }
 
+// validName is not inlined: a copy of its loop at each of its callers
+// took 0.2 KB of the Worker's gzipped bundle.
+//
+//go:noinline
 func validName(s string) bool {
 	if s == "" || len(s) > 64 {
 		return false
