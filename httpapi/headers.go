@@ -193,7 +193,9 @@ func resetEpoch(now time.Time, d time.Duration) int64 {
 }
 
 // ceilDiv returns d/unit rounded up, for d >= 0; Never stays huge without
-// overflowing.
+// overflowing. Not inlined, for the Worker's bundle (Logged).
+//
+//go:noinline
 func ceilDiv(d, unit time.Duration) int64 {
 	if d <= 0 {
 		return 0

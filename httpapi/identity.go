@@ -245,7 +245,10 @@ func keyIdentity(sum *[sha256.Size]byte) string {
 }
 
 // redact shortens an identity for logs: a key identity keeps the first
-// hex digits of its hash; IP identities are kept.
+// hex digits of its hash; IP identities are kept. Not inlined, for the
+// Worker's bundle (Logged).
+//
+//go:noinline
 func redact(id string) string {
 	if strings.HasPrefix(id, keyPrefix) && len(id) > len(keyPrefix)+redactKeep {
 		return id[:len(keyPrefix)+redactKeep] + "…"
