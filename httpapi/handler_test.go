@@ -766,6 +766,18 @@ func TestCostRoutes(t *testing.T) {
 		{"POST", "/v1/items/%2E%2E/42", 3}, // encoded dots: a name to Go's ServeMux and Express
 		{"POST", "/v1/items/.%2e/42", 3},
 		{"POST", "/v1/items/%2e%2e", 3},
+		// Express and ASP.NET Core route without regard to case, Tomcat,
+		// Jetty and Spring without ";" parameters: each paid 1 (found by
+		// review).
+		{"POST", "/V1/ITEMS/", 3},
+		{"POST", "/v1/Items/42", 3},
+		{"HEAD", "/V1/Export", 2},
+		{"POST", "/v1;a=b/items/", 3},
+		{"POST", "/v1/items;jsessionid=x/42", 3},
+		{"POST", "/v1/x/..;/items/", 3},
+		{"POST", "/v1/items;x", 1}, // /v1/items: the prefix wants the slash
+		{"POST", "/V1/ITEMS", 1},
+		{"POST", "/v1/%3B/items/", 3}, // an encoded ";" read as one: paid high, never low
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
