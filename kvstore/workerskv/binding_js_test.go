@@ -5,9 +5,13 @@ package workerskv
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"syscall/js"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
 )
 
 // jsObject evaluates a JavaScript expression (tests only).
@@ -45,5 +49,36 @@ func TestBindingOfAnotherKind(t *testing.T) {
 	}
 	if err := b.Put(context.Background(), "sg:x", "1", 1, time.Minute); err != nil {
 		t.Errorf("Put: %v", err)
+	}
+}
+
+// TestListErrorNamedOnce: a failed list reached the log as
+// `workerskv: load: workerskv: list "X": workerskv: list "X": ...`, the
+// Binding and the Store's refresh each naming the prefix. The Binding
+// names it; the Store adds no second copy.
+func TestListErrorNamedOnce(t *testing.T) {
+	failing := jsObject(t, `{
+		put: () => Promise.resolve(), get: () => Promise.resolve(null), getWithMetadata: () => Promise.resolve({value: null, metadata: null}),
+		delete: () => Promise.resolve(), list: () => Promise.reject(new Error("KV list failed: 503")),
+	}`)
+	b, err := NewBinding(failing, "SLIDEGATE_KV")
+	if err != nil {
+		t.Fatalf("NewBinding: %v", err)
+	}
+	now := t0
+	s, err := New(Options{KV: b, Globals: NewMemGlobals("iso-a"), Now: func() time.Time { return now },
+		Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sl := minute(now)
+	err = s.Load(context.Background(), "id", []kvstore.Slot{sl}, make([]int64, 1))
+	if err == nil {
+		t.Fatal("Load over a failing list: no error")
+	}
+	msg := err.Error()
+	named := fmt.Sprintf("list %q", SlotPrefix("id", sl))
+	if strings.Count(msg, named) != 1 || !strings.Contains(msg, "KV list failed: 503") {
+		t.Errorf("Load's error %q: want %s once, and the binding's reason", msg, named)
 	}
 }

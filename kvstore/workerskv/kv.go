@@ -14,7 +14,9 @@ import (
 )
 
 // KV is the slice of a Workers KV namespace the Store uses. Binding
-// implements it over the Worker's KV binding; tests pass a fake.
+// implements it over the Worker's KV binding; tests pass a fake. Its
+// errors name the operation and the key or prefix, as Binding's do: the
+// Store passes them on without naming them again.
 type KV interface {
 	// Put writes value under key with metadata {"n": n}, expiring ttl after
 	// now (Workers KV's expirationTtl, at least MinTTL).

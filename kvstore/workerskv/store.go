@@ -366,8 +366,7 @@ func (s *Store) refresh(ctx context.Context, prefix string, sl kvstore.Slot) err
 	for range maxListPages {
 		var p Page
 		if p, err = s.kv.List(ctx, prefix, cursor); err != nil {
-			err = fmt.Errorf("workerskv: list %q: %w", prefix, err)
-			break
+			break // the KV's error names the prefix (KV)
 		}
 		for _, k := range p.Keys {
 			if strings.HasPrefix(k.Name, ownKey) && (len(k.Name) == len(ownKey) || k.Name[len(ownKey)] == '.') {
