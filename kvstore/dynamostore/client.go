@@ -34,6 +34,19 @@ const (
 // endpoint given explicitly (dynalite, DynamoDB Local).
 const LocalIdleTimeout = 4 * time.Second
 
+// RegionalIdleTimeout is how long NewClient keeps an idle connection to
+// DynamoDB's regional endpoint: less than the minute after which the
+// endpoint closes an idle connection (the AWS SDK for Java's default
+// maximum idle time is that minute), where the SDK's own is 90 s. A
+// Lambda instance is frozen between invocations, so it cannot see the
+// close until it is thawed; then the first write after a freeze of 60 to
+// 90 s went out on the closed connection, failed, and was answered per
+// on_store_error (writes are not retried: see writeRetryer). net/http
+// measures idleness in wall-clock time when it takes a connection from
+// the pool, time that passes while the instance is frozen, so a
+// connection idle for longer is closed and a new one dialed.
+const RegionalIdleTimeout = 50 * time.Second
+
 // IdleConns is how many idle connections to DynamoDB a client of
 // NewClient keeps for reuse: the requests a local server may send at once
 // without dialing again (a Lambda instance sends one at a time).
@@ -46,7 +59,8 @@ const IdleConns = 256
 // replaces the regional one; for a loopback endpoint without
 // AWS_ACCESS_KEY_ID in the environment it signs with placeholder
 // credentials, which local servers accept, and the region defaults to
-// us-east-1, and idle connections are dropped after LocalIdleTimeout.
+// us-east-1, and idle connections are dropped after LocalIdleTimeout
+// (RegionalIdleTimeout without an endpoint).
 func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	opts := []func(*config.LoadOptions) error{
 		config.WithRetryer(func() aws.Retryer {
@@ -93,10 +107,12 @@ func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 			// burst, each handshake (TCP, TLS) within store_timeout.
 			tr.MaxIdleConns = IdleConns
 			tr.MaxIdleConnsPerHost = IdleConns
+			// Drop idle connections before the server closes them, so
+			// that a request does not meet a closed one.
+			tr.IdleConnTimeout = RegionalIdleTimeout
 			if endpoint != "" {
 				// Local servers close idle connections early (Node's
-				// default keep-alive is 5 s); dropping ours first
-				// keeps a request from meeting a closed one.
+				// default keep-alive is 5 s).
 				tr.IdleConnTimeout = LocalIdleTimeout
 			}
 		})
