@@ -299,3 +299,24 @@ func TestNewClientTransport(t *testing.T) {
 		})
 	}
 }
+
+// TestNewClientIgnoresMaxAttemptsEnv: NewClient's reads make at most
+// MaxAttempts tries, as docs/lambda.md says, also with AWS_MAX_ATTEMPTS in
+// the environment: the SDK's config reads it only when no retryer is given
+// (config v1.33.15's resolveRetryer), and had it been read, the client
+// would have applied it over NewClient's retryer. This pins that against
+// an SDK upgrade.
+func TestNewClientIgnoresMaxAttemptsEnv(t *testing.T) {
+	noAWSEnv(t)
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_MAX_ATTEMPTS", "10")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := dynamostore.NewClient(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Options().Retryer.MaxAttempts(); n != dynamostore.MaxAttempts {
+		t.Errorf("the client's retryer makes %d attempts, want %d", n, dynamostore.MaxAttempts)
+	}
+}
