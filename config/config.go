@@ -123,7 +123,8 @@ type Identity struct {
 	// IPv4-mapped CIDR is its IPv4 CIDR, and needs at least 96 bits
 	// (::ffff:10.0.0.0/104 is 10.0.0.0/8). A CIDR of every address
 	// (0.0.0.0/0, ::/0) is refused: every client would be a proxy, and
-	// name itself in X-Forwarded-For.
+	// name itself in X-Forwarded-For; so is a CIDR with bits set past its
+	// length (10.0.0.5/24: the network, or the one address?).
 	TrustedProxies []string `json:"trusted_proxies"`
 	// IPv6Prefix groups IPv6 clients by this many leading bits, 1 to 128:
 	// one household or host usually holds a whole /64. Zero means 64.
@@ -304,7 +305,7 @@ func (i Identity) Prefixes() []netip.Prefix {
 }
 
 // parsePrefix parses an IP ("10.0.0.1", a single address) or a CIDR
-// ("10.0.0.0/8"), masked.
+// ("10.0.0.0/8") without bits set past its length.
 func parsePrefix(s string) (netip.Prefix, error) {
 	if a, err := netip.ParseAddr(s); err == nil {
 		if a.Zone() != "" {
@@ -334,5 +335,13 @@ func parsePrefix(s string) (netip.Prefix, error) {
 		// itself, its identity.
 		return netip.Prefix{}, errEveryone
 	}
-	return p.Masked(), nil
+	if p != p.Masked() {
+		// 10.0.0.5/24, an interface's address as `ip addr` shows it:
+		// masked, it trusted the whole /24 where the one proxy was
+		// surely meant, and every client there could name itself in
+		// X-Forwarded-For. Returned as written, for the error to say
+		// both readings.
+		return p, errHostBits
+	}
+	return p, nil
 }

@@ -25,6 +25,7 @@ var (
 	errZone       = errors.New("zone not allowed")
 	errMappedBits = errors.New("IPv4-mapped prefix shorter than /96")
 	errEveryone   = errors.New("prefix of every address")
+	errHostBits   = errors.New("bits set past the prefix length")
 )
 
 // FieldError is a configuration error: the field's path

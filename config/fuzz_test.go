@@ -195,7 +195,7 @@ func fuzzBounds(c *Config) string {
 		if err == nil && p.Addr().Is4In6() {
 			bits -= 96
 		}
-		if err != nil || bits <= 0 {
+		if err != nil || bits <= 0 || p != p.Masked() {
 			return "trusted proxy " + s
 		}
 	}

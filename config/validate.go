@@ -261,7 +261,9 @@ func (i Identity) validate() error {
 	}
 	for j, s := range i.TrustedProxies {
 		var why string
-		switch _, err := parsePrefix(s); {
+		switch p, err := parsePrefix(s); {
+		case err == errHostBits:
+			why = "has bits set past its length: write " + p.Masked().String() + " to trust that network, or " + p.Addr().String() + " for the one address"
 		case err == errMappedBits: // returned as is; errors.Is would link reflectlite into the Worker
 			why = "an IPv4-mapped CIDR counts its bits from the IPv6 address, so fewer than 96 hold every IPv4 address: write the IPv4 CIDR (10.0.0.0/8), or 96 more bits (::ffff:10.0.0.0/104)"
 		case err == errEveryone:
