@@ -23,6 +23,15 @@ func TestRangeBounds(t *testing.T) {
 		{"limit name of 64 characters", `{"ip_limits": [{"name": "` + name64 + `", "limit": 5, "window": "1s"}]}`, "", nil},
 		{"limit name of 65 characters", `{"ip_limits": [{"name": "` + name65 + `", "limit": 5, "window": "1s"}]}`, "ip_limits[0].name", ErrName},
 		{"plan name of 64 characters", `{"default_plan": "` + name64 + `", "plans": {"` + name64 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "", nil},
+		// store_timeout: a typo of "50ms" ("50ns", "50m") is refused,
+		// not taken for every remote call failing, or for a hung store
+		// holding requests for 50 minutes with on_store_error unheard.
+		{"store_timeout 1ms", `{"store_timeout": "1ms"}`, "", nil},
+		{"store_timeout 999µs", `{"store_timeout": "999µs"}`, "store_timeout", ErrRange},
+		{"store_timeout 50ns", `{"store_timeout": "50ns"}`, "store_timeout", ErrRange},
+		{"store_timeout 30s", `{"store_timeout": "30s"}`, "", nil},
+		{"store_timeout 30.001s", `{"store_timeout": "30.001s"}`, "store_timeout", ErrRange},
+		{"store_timeout 50m", `{"store_timeout": "50m"}`, "store_timeout", ErrRange},
 		{"plan name of 65 characters", `{"default_plan": "` + name65 + `", "plans": {"` + name65 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "plans", ErrName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,8 +66,9 @@ type Config struct {
 	// means "allow".
 	OnStoreError string `json:"on_store_error"`
 	// StoreTimeout bounds the store calls of one request together (one
-	// deadline for its ip_limits and plan checks), as a Go duration ("50ms").
-	// Empty means 50ms.
+	// deadline for its ip_limits and plan checks), as a Go duration ("50ms")
+	// from MinStoreTimeout to MaxStoreTimeout (1ms to 30s). Empty means
+	// 50ms.
 	StoreTimeout string `json:"store_timeout"`
 	// CheckToken, when set, is the bearer token that POST /v1/check
 	// requires. Empty leaves the check API open.

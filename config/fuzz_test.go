@@ -225,7 +225,7 @@ func fuzzBounds(c *Config) string {
 	if c.OnStoreError != "allow" && c.OnStoreError != "deny" {
 		return "on_store_error " + c.OnStoreError
 	}
-	if d, err := time.ParseDuration(c.StoreTimeout); err != nil || d <= 0 {
+	if d, err := time.ParseDuration(c.StoreTimeout); err != nil || d < time.Millisecond || d > 30*time.Second {
 		return "store_timeout " + c.StoreTimeout
 	}
 	for i := 0; i < len(c.CheckToken); i++ {

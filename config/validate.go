@@ -27,6 +27,17 @@ const MaxLimit = 999_999_999_999_999
 // overflow the expiry of their counters.
 const MaxWindow = 366 * 24 * time.Hour
 
+// MinStoreTimeout and MaxStoreTimeout bound StoreTimeout. Below, every
+// call to a remote store fails, and every request is decided by
+// OnStoreError; above, a store that hangs holds requests past the 30 s
+// that gateways (API Gateway's HTTP API) and clients commonly wait, and
+// OnStoreError never answers. Typos of "50ms" ("50ns", "50m") fall
+// outside.
+const (
+	MinStoreTimeout = time.Millisecond
+	MaxStoreTimeout = 30 * time.Second
+)
+
 // Validate reports the first problem with c as a *FieldError, or nil.
 // Zero fields are judged as their defaults. Plans are checked in name order,
 // so the same configuration always reports the same error.
@@ -135,8 +146,8 @@ func (c *Config) Validate() error {
 	if err != nil {
 		return &FieldError{Field: "store_timeout", Value: quote(c.StoreTimeout), Err: because(ErrDuration, "must be a Go duration such as \"50ms\"")}
 	}
-	if d <= 0 {
-		return &FieldError{Field: "store_timeout", Value: quote(c.StoreTimeout), Err: because(ErrRange, "must be positive")}
+	if d < MinStoreTimeout || d > MaxStoreTimeout {
+		return &FieldError{Field: "store_timeout", Value: quote(c.StoreTimeout), Err: because(ErrRange, "must be between 1ms and 30s: shorter, every store call fails; longer, a store that hangs outlasts its clients, and on_store_error is never heard")}
 	}
 	for _, r := range c.CheckToken {
 		if r <= ' ' || r > '~' {

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/edge/internal/workerd"
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore"
@@ -80,7 +81,7 @@ func faultWorker(t *testing.T) *workerd.Worker {
 		}
 		cfg := workerd.Config{Name: "slidegate-fault", Main: "fault.mjs", KV: true, Vars: map[string]string{
 			varConfig: faultConfig("deny", faultTimeout), varConfig + "_ALLOW": faultConfig("allow", faultTimeout),
-			varConfig + "_PATIENT": faultConfig("deny", time.Minute), varOrigin: suite.origin.URL,
+			varConfig + "_PATIENT": faultConfig("deny", config.MaxStoreTimeout), varOrigin: suite.origin.URL,
 		}}
 		if fault.err = cfg.Write(fault.dir); fault.err != nil {
 			return
@@ -461,7 +462,7 @@ func TestWorkerdWaitingRequestIsExact(t *testing.T) {
 	w := faultWorker(t)
 	setFault(t, w, passThrough)
 	defer setFault(t, w, passThrough)
-	const patient = "patient" // store_timeout 1 m: the held list is no store error
+	const patient = "patient" // store_timeout 30 s, the most: the held list is no store error
 	key := randomKey(t)
 	check := func(plan string) checkAnswer {
 		t.Helper()
