@@ -88,7 +88,7 @@ type Plan struct {
 	// it. At least one, at most limiter.MaxRules.
 	Limits []Limit `json:"limits"`
 	// UpgradeURL, when set, is put in the body of a 429 answered under
-	// this plan. Absolute http or https URL.
+	// this plan. Absolute http or https URL, without spaces.
 	UpgradeURL string `json:"upgrade_url,omitempty"`
 }
 

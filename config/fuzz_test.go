@@ -155,7 +155,7 @@ func fuzzBounds(c *Config) string {
 		}
 		if p.UpgradeURL != "" {
 			u, err := url.Parse(p.UpgradeURL)
-			if err != nil || !u.IsAbs() || u.Hostname() == "" || u.Scheme != "http" && u.Scheme != "https" {
+			if err != nil || !u.IsAbs() || u.Hostname() == "" || u.Scheme != "http" && u.Scheme != "https" || strings.ContainsAny(p.UpgradeURL, " \u00a0") {
 				return "upgrade_url " + p.UpgradeURL
 			}
 		}
@@ -412,6 +412,24 @@ func fuzzOneField(t *testing.T, m map[string]any, path, shown string) {
 func ipNameClash(err error, fe *FieldError, path string) bool {
 	return path == "ip_limits[0].name" && fe.Field == "plans.free.limits[0].name" && errors.Is(err, ErrDuplicate) &&
 		strings.Contains(err.Error(), "also ip_limits[0],")
+}
+
+// TestUpgradeURLWhiteSpace: an upgrade_url with a space in it (after the
+// URL, pasted with it; a no-break space from a web page; a space in its
+// path or query) is refused, naming the field: url.Parse takes a space in
+// a path or a query, and every 429 of the plan carried the link with it.
+func TestUpgradeURLWhiteSpace(t *testing.T) {
+	for _, u := range []string{"https://example.com/upgrade ", "https://example.com/upgrade\u00a0", "https://example.com/up grade", "https://example.com/upgrade?plan=pro team"} {
+		doc, _ := json.Marshal(map[string]any{"plans": map[string]any{"free": map[string]any{"limits": []any{map[string]any{"name": "m", "limit": 5, "window": "1m"}}, "upgrade_url": u}}})
+		_, err := Parse(doc)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "plans.free.upgrade_url" || fe.Value != strconv.Quote(u) || !strings.Contains(err.Error(), "without spaces") {
+			t.Errorf("%q: %v, want an error naming plans.free.upgrade_url", u, err)
+		}
+	}
+	if _, err := Parse([]byte(`{"plans": {"free": {"limits": [{"name": "m", "limit": 5, "window": "1m"}], "upgrade_url": "https://example.com/up%20grade"}}}`)); err != nil {
+		t.Errorf("an encoded space: %v", err)
+	}
 }
 
 // TestURLWithoutHostRefused: an upgrade_url or a cors_origins entry with a
