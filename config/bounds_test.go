@@ -32,6 +32,11 @@ func TestRangeBounds(t *testing.T) {
 		{"store_timeout 30s", `{"store_timeout": "30s"}`, "", nil},
 		{"store_timeout 30.001s", `{"store_timeout": "30.001s"}`, "store_timeout", ErrRange},
 		{"store_timeout 50m", `{"store_timeout": "50m"}`, "store_timeout", ErrRange},
+		// check_token: a placeholder left in ("changeme") is refused.
+		{"check_token empty", `{"check_token": ""}`, "", nil},
+		{"check_token of 16 characters", `{"check_token": "` + strings.Repeat("t", 16) + `"}`, "", nil},
+		{"check_token of 15 characters", `{"check_token": "` + strings.Repeat("t", 15) + `"}`, "check_token", ErrValue},
+		{"check_token changeme", `{"check_token": "changeme"}`, "check_token", ErrValue},
 		{"plan name of 65 characters", `{"default_plan": "` + name65 + `", "plans": {"` + name65 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "plans", ErrName},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

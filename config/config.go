@@ -71,7 +71,8 @@ type Config struct {
 	// 50ms.
 	StoreTimeout string `json:"store_timeout"`
 	// CheckToken, when set, is the bearer token that POST /v1/check
-	// requires. Empty leaves the check API open.
+	// requires: at least MinCheckToken characters of printable ASCII,
+	// without spaces. Empty leaves the check API open.
 	CheckToken string `json:"check_token"`
 	// CORSOrigins are the browser origins ("https://app.example.com", or
 	// "*" for any) whose pages may read slidegate's answers: its own 429s

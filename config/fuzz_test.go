@@ -33,7 +33,7 @@ func fuzzSeeds(f *testing.F) {
  "identity": {"headers": ["X-API-Key"], "trusted_proxies": ["10.0.0.0/8", "::ffff:192.168.0.0/112", "2001:db8::1"], "ipv6_prefix": 48, "unlisted_keys": "ip"},
  "ip_limits": [{"name": "ip", "limit": 50, "window": "1s"}],
  "costs": [{"method": "POST", "path_prefix": "/v1/search", "cost": 5}, {"path_prefix": "/v1/", "cost": 2}],
- "count_denied": true, "shadow": true, "on_store_error": "deny", "store_timeout": "1.5s", "check_token": "tok-123",
+ "count_denied": true, "shadow": true, "on_store_error": "deny", "store_timeout": "1.5s", "check_token": "tok-0123456789abc",
  "cors_origins": ["https://app.example.com", "*"]}`))
 }
 
@@ -228,6 +228,9 @@ func fuzzBounds(c *Config) string {
 	if d, err := time.ParseDuration(c.StoreTimeout); err != nil || d < time.Millisecond || d > 30*time.Second {
 		return "store_timeout " + c.StoreTimeout
 	}
+	if c.CheckToken != "" && len(c.CheckToken) < 16 {
+		return "check_token of " + strconv.Itoa(len(c.CheckToken)) + " characters"
+	}
 	for i := 0; i < len(c.CheckToken); i++ {
 		if b := c.CheckToken[i]; b <= ' ' || b > '~' {
 			return "check_token byte"
@@ -360,7 +363,7 @@ func fuzzBase() map[string]any {
 		"costs":          []any{map[string]any{"method": "POST", "path_prefix": "/v1/search", "cost": 5}},
 		"on_store_error": "allow",
 		"store_timeout":  "50ms",
-		"check_token":    "tok",
+		"check_token":    "tok-0123456789abc",
 		"cors_origins":   []any{"https://app.example.com"},
 	}
 }
@@ -370,7 +373,7 @@ func fuzzBase() map[string]any {
 // (fuzzBounds), or refused by an error that names exactly that field.
 func FuzzFieldValue(f *testing.F) {
 	for i, v := range []string{"minute", "90s", "local", "https://example.com/up", "free", "Authorization", "::ffff:10.0.0.0/104",
-		"ip", "ip", "GET", "/v1/", "deny", "1s", "t0k", "http://[::1]:8080"} {
+		"ip", "ip", "GET", "/v1/", "deny", "1s", "t0k-0123456789abc", "http://[::1]:8080"} {
 		f.Add(uint8(i), v)
 	}
 	f.Add(uint8(3), "https://:443/x")

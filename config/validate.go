@@ -38,6 +38,9 @@ const (
 	MaxStoreTimeout = 30 * time.Second
 )
 
+// MinCheckToken is the shortest CheckToken, in characters.
+const MinCheckToken = 16
+
 // Validate reports the first problem with c as a *FieldError, or nil.
 // Zero fields are judged as their defaults. Plans are checked in name order,
 // so the same configuration always reports the same error.
@@ -154,10 +157,16 @@ func (c *Config) Validate() error {
 	if d < MinStoreTimeout || d > MaxStoreTimeout {
 		return &FieldError{Field: "store_timeout", Value: quote(c.StoreTimeout), Err: because(ErrRange, "must be between 1ms and 30s: shorter, every store call fails; longer, a store that hangs outlasts its clients, and on_store_error is never heard")}
 	}
+	// A short token is a placeholder ("tok", "secret", "changeme") that
+	// was never replaced: the check API counts against any key, on any
+	// plan the caller names, and its 401s are not limited, so a token of
+	// a few characters is soon found.
+	badToken := c.CheckToken != "" && len(c.CheckToken) < MinCheckToken
 	for _, r := range c.CheckToken {
-		if r <= ' ' || r > '~' {
-			return &FieldError{Field: "check_token", Err: because(ErrValue, "must be printable ASCII without spaces")}
-		}
+		badToken = badToken || r <= ' ' || r > '~'
+	}
+	if badToken {
+		return &FieldError{Field: "check_token", Err: because(ErrValue, "must be at least 16 characters of printable ASCII, without spaces (openssl rand -hex 16 prints one)")}
 	}
 	for i, o := range c.CORSOrigins {
 		if o != "*" && !isOrigin(o) {

@@ -152,7 +152,7 @@ func TestCheckAPIErrors(t *testing.T) {
 }
 
 func TestCheckAPIToken(t *testing.T) {
-	cfg := testConfig(t, func(m map[string]any) { m["check_token"] = "s3cret-token" })
+	cfg := testConfig(t, func(m map[string]any) { m["check_token"] = "s3cret-token-0123" })
 	f := newFixture(t, cfg, nil)
 	tests := []struct {
 		name   string
@@ -161,23 +161,23 @@ func TestCheckAPIToken(t *testing.T) {
 	}{
 		{"none", "", 401},
 		{"wrong", "Bearer nope", 401},
-		{"wrong scheme", "Basic s3cret-token", 401},
-		{"no scheme", "s3cret-token", 401},
+		{"wrong scheme", "Basic s3cret-token-0123", 401},
+		{"no scheme", "s3cret-token-0123", 401},
 		{"prefix of the token", "Bearer s3cret", 401},
 		{"token in another case", "Bearer S3CRET-TOKEN", 401},
-		{"token and more", "Bearer s3cret-token extra", 401},
-		{"token and a comma", "Bearer s3cret-token,", 401},
-		{"tab after the scheme", "Bearer\ts3cret-token", 401},
+		{"token and more", "Bearer s3cret-token-0123 extra", 401},
+		{"token and a comma", "Bearer s3cret-token-0123,", 401},
+		{"tab after the scheme", "Bearer\ts3cret-token-0123", 401},
 		{"scheme alone", "Bearer", 401},
 		{"scheme and a space", "Bearer ", 401},
-		{"right", "Bearer s3cret-token", 200},
-		{"scheme case-insensitive", "bearer s3cret-token", 200},
-		{"scheme upper case", "BEARER s3cret-token", 200},
-		{"two spaces (1*SP)", "Bearer  s3cret-token", 200},
-		{"trailing space", "Bearer s3cret-token ", 200},
-		{"wrong line first", "Bearer nope\nBearer s3cret-token", 401},
-		{"right line first", "Bearer s3cret-token\nBearer nope", 401},
-		{"right line twice", "Bearer s3cret-token\nBearer s3cret-token", 401},
+		{"right", "Bearer s3cret-token-0123", 200},
+		{"scheme case-insensitive", "bearer s3cret-token-0123", 200},
+		{"scheme upper case", "BEARER s3cret-token-0123", 200},
+		{"two spaces (1*SP)", "Bearer  s3cret-token-0123", 200},
+		{"trailing space", "Bearer s3cret-token-0123 ", 200},
+		{"wrong line first", "Bearer nope\nBearer s3cret-token-0123", 401},
+		{"right line first", "Bearer s3cret-token-0123\nBearer nope", 401},
+		{"right line twice", "Bearer s3cret-token-0123\nBearer s3cret-token-0123", 401},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -299,10 +299,10 @@ func TestCheckAPIBodyForms(t *testing.T) {
 // TestCheckAPIMethods: the check API answers POST only, with a 405 that
 // says so, whatever the body and token.
 func TestCheckAPIMethods(t *testing.T) {
-	f := newFixture(t, testConfig(t, func(m map[string]any) { m["check_token"] = "tok" }), nil)
+	f := newFixture(t, testConfig(t, func(m map[string]any) { m["check_token"] = "tok-0123456789abc" }), nil)
 	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions, "CHECK"} {
 		t.Run(method, func(t *testing.T) {
-			w := f.do(req{method: method, path: CheckPath, body: `{"key":"a"}`, header: map[string]string{"Authorization": "Bearer tok"}})
+			w := f.do(req{method: method, path: CheckPath, body: `{"key":"a"}`, header: map[string]string{"Authorization": "Bearer tok-0123456789abc"}})
 			if w.Code != http.StatusMethodNotAllowed {
 				t.Errorf("status %d, want 405", w.Code)
 			}

@@ -14,18 +14,18 @@ import (
 // (73ac3ab, for key headers). " Bearer <token>" was refused on the Lambda
 // (401: the scheme read as "") and taken by the local server.
 func TestCheckTokenWhiteSpaceAround(t *testing.T) {
-	f := newFixture(t, testConfig(t, func(m map[string]any) { m["check_token"] = "s3cret-token" }), nil)
+	f := newFixture(t, testConfig(t, func(m map[string]any) { m["check_token"] = "s3cret-token-0123" }), nil)
 	for _, tt := range []struct {
 		name, value string
 		status      int
 	}{
-		{"as it is", "Bearer s3cret-token", http.StatusOK},
-		{"space before", " Bearer s3cret-token", http.StatusOK},
-		{"tab before", "\tBearer s3cret-token", http.StatusOK},
-		{"spaces around", "  Bearer s3cret-token \t", http.StatusOK},
+		{"as it is", "Bearer s3cret-token-0123", http.StatusOK},
+		{"space before", " Bearer s3cret-token-0123", http.StatusOK},
+		{"tab before", "\tBearer s3cret-token-0123", http.StatusOK},
+		{"spaces around", "  Bearer s3cret-token-0123 \t", http.StatusOK},
 		{"space before a wrong token", " Bearer nope", http.StatusUnauthorized},
-		{"a no-break space after the token", "Bearer s3cret-token\u00a0", http.StatusUnauthorized},
-		{"a no-break space before the token", "Bearer \u00a0s3cret-token", http.StatusUnauthorized},
+		{"a no-break space after the token", "Bearer s3cret-token-0123\u00a0", http.StatusUnauthorized},
+		{"a no-break space before the token", "Bearer \u00a0s3cret-token-0123", http.StatusUnauthorized},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, CheckPath, strings.NewReader(`{"key":"a"}`))

@@ -214,7 +214,7 @@ func TestDiffWithLocal(t *testing.T) {
 		return parity.Request{Method: http.MethodPost, Target: httpapi.CheckPath, Body: []byte(body), Header: h}
 	}
 	app := parity.Field{Name: "Origin", Value: "https://app.example.com"}
-	token := parity.Field{Name: "Authorization", Value: "Bearer tok"}
+	token := parity.Field{Name: "Authorization", Value: "Bearer tok-0123456789abc"}
 	tests := []struct {
 		name  string
 		extra string // more configuration fields
@@ -242,7 +242,7 @@ func TestDiffWithLocal(t *testing.T) {
 			get("/v1/items/1"), get("/v1/items/1"), get("/v1/items/1"), get("/untyped/html"),
 			check(`{"key": "a", "cost": 8}`), check(`{"key": "a", "cost": 8}`),
 		}},
-		{name: "check API", extra: `, "check_token": "tok"`, reqs: []parity.Request{
+		{name: "check API", extra: `, "check_token": "tok-0123456789abc"`, reqs: []parity.Request{
 			check(`{"key": "a"}`, token), check(`{"key": "a"}`, parity.Field{Name: "Authorization", Value: "bearer   tok"}),
 			check(`{"key": "a"}`), check(`{"key": "a"}`, token, token),
 			check(`{"key": "`+strings.Repeat("a", 5000)+`"}`, token), check("\xff\xfe{}", token), check(``, token),

@@ -22,7 +22,7 @@ var fuzzMethods = []string{"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "P
 
 // fuzzExtras are the configuration fields FuzzStackLikeLocal adds to
 // diffConfig.
-var fuzzExtras = []string{"", `, "check_token": "tok"`, `, "shadow": true`, `, "count_denied": true`,
+var fuzzExtras = []string{"", `, "check_token": "tok-0123456789abc"`, `, "shadow": true`, `, "count_denied": true`,
 	`, "identity": {"trusted_proxies": ["127.0.0.0/8"], "unlisted_keys": "ip"}`, `, "on_store_error": "deny"`}
 
 // fuzzVisible keeps of s the bytes a client can send in a field value:
@@ -43,7 +43,7 @@ func fuzzVisible(s string) string {
 // its method, target, fields and body.
 func FuzzStackLikeLocal(f *testing.F) {
 	f.Add(uint8(0), uint8(0), "/v1/items/1?x=1", []byte{0, 1}, "k\nhttps://app.example.com", []byte(nil), false)
-	f.Add(uint8(1), uint8(2), httpapi.CheckPath, []byte{1}, "Bearer tok", []byte(`{"key": "a", "cost": 3}`), true)
+	f.Add(uint8(1), uint8(2), httpapi.CheckPath, []byte{1}, "Bearer tok-0123456789abc", []byte(`{"key": "a", "cost": 3}`), true)
 	f.Add(uint8(4), uint8(5), "/v1/search", []byte{2, 3, 4}, "https://app.example.com\nPOST\n203.0.113.9, 127.0.0.9", []byte(nil), false)
 	f.Add(uint8(2), uint8(7), "/v1//items/./2?_method=POST", []byte{6, 8, 7}, "put\nx=1\nX-API-Key", []byte("\x00\xff"), true)
 	f.Fuzz(func(t *testing.T, extra, m uint8, target string, names []byte, values string, body []byte, httpAPI bool) {

@@ -663,7 +663,7 @@ func TestEndToEnd(t *testing.T) {
 	if got := post(""); got != 401 {
 		t.Errorf("check without token: %d", got)
 	}
-	if got := post("Bearer e2e-token"); got != 200 {
+	if got := post("Bearer e2e-token-0123456789"); got != 200 {
 		t.Errorf("check with token: %d", got)
 	}
 	if logs := c.stderr.String(); !strings.Contains(logs, `"msg":"denied"`) || strings.Contains(logs, "demo-key-pro") {

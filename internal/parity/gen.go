@@ -17,7 +17,7 @@ const (
 	ProKey      = "pro-key"          // X-API-Key of plan pro
 	ProBearer   = "Bearer pro-token" // Authorization of plan pro
 	SplitKey    = "k1,k2"            // plan pro; what X-API-Key: k1 and X-API-Key: k2 on two lines make
-	CheckToken  = "check-secret"
+	CheckToken  = "check-secret-0123456789"
 	AppOrigin   = "https://app.example.com" // in cors_origins
 	OtherOrigin = "https://other.example"
 )
