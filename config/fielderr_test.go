@@ -86,7 +86,9 @@ func TestEveryFieldErrorNamesFieldAndValue(t *testing.T) {
 		// Secrets: named by type or length, never shown.
 		{"check_token wrong type", `{"check_token": 12345}`, "check_token", "a number", ErrType},
 		{"check_token with a space", `{"check_token": "s3cret token"}`, "check_token", "", ErrValue},
-		{"api_keys entry not a hash", `{"api_keys": {"s3cret": "pro"}}`, `api_keys["<6 characters, not a lower-case hex SHA-256>"]`, "", ErrKeyHash},
+		// Not the key, which may be a raw one: its plan, to tell the
+		// entry among the others.
+		{"api_keys entry not a hash", `{"api_keys": {"s3cret": "pro"}}`, `api_keys["<6 characters, not a lower-case hex SHA-256>"]`, `"pro"`, ErrKeyHash},
 		{"api_keys plan wrong type", `{"api_keys": {"s3cret": 1}}`, `api_keys["<6 characters, not a lower-case hex SHA-256>"]`, "a number", ErrType},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

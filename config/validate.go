@@ -115,7 +115,9 @@ func (c *Config) Validate() error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if !isHash(k) {
-			return &FieldError{Field: keyField(k), Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
+			// The key is not shown (it may be a raw key), so its plan is,
+			// to tell the entry among the others.
+			return &FieldError{Field: keyField(k), Value: quote(c.APIKeys[k]), Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
 		}
 		if plan := c.APIKeys[k]; !slices.Contains(names, plan) {
 			return &FieldError{Field: keyField(k), Value: quote(plan), Err: because(ErrNoPlan, "no such plan (plans: %s)", strings.Join(names, ", "))}
