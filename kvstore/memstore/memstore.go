@@ -43,16 +43,34 @@ const evictSample = 8
 // store has seen, for any identity in the same shard, a bucket that starts
 // at or after the counter's Slot.Expires (two periods after its bucket
 // began), and NewLimited bounds how many identities it holds. The store
-// reads no clock; bucket starts are its time. It keeps the id string an
-// identity was first given with, not a copy.
+// reads no clock; bucket starts are its time.
+//
+// The store keeps no id string: an identity is known by two 64-bit hashes
+// of its id, keyed with seeds drawn at random for each Store (maphash), and
+// two ids are the same identity when both hashes are equal. Two different
+// ids would share counters only if both of their hashes collided: each
+// alone does so with odds of 2^-64 for a pair of ids, and a client cannot
+// aim at a collision without the seeds, which never leave the process.
+// With no id strings and rules kept by index, the tables hold no pointers,
+// so the garbage collector allocates them unscanned and never walks the
+// identities; only the rare counters beyond an identity's pairs (cells:
+// more rules than a slot holds, a lagging clock's buckets, rules beyond a
+// shard's maxRules) hold names, in a small table of their own per shard.
 type Store struct {
 	shards  [shardCount]shard // first, so that shards start on a cache line (New)
-	seed    maphash.Seed
-	evicted atomic.Uint64 // identities dropped to make room (NewLimited)
+	seed    maphash.Seed      // of ident.h
+	seed2   maphash.Seed      // of ident.h2
+	evicted atomic.Uint64     // identities dropped to make room (NewLimited)
 }
 
+// ident is an identity as the store knows it: two independently keyed
+// hashes of its id. h picks the shard, the home slot and the tag; h2 only
+// tells apart ids whose h is equal.
+type ident struct{ h, h2 uint64 }
+
 // shard is one hash table of identities: open addressing with linear
-// probing, one cache line per identity (a slot) and a word of the hash per
+// probing, one slot per identity, its first cache line holding the
+// identity and the counters of its first rule, and a word of the hash per
 // slot in tags, so that a probe reads only the slot it is after.
 //
 // Two kinds of lock keep it exact. A slot's own lock guards its identity
@@ -60,10 +78,11 @@ type Store struct {
 // time to record) finds the slot without the shard's lock and holds only
 // the slot's, so that concurrent checks write no shared line but their
 // slots. The shard's lock serializes everything that changes the table
-// (inserts, removals, resizes, the rules, observed time); a change to a
-// slot also takes the slot's lock. A slot found without the shard's lock
-// counts only once its lock is held and it still holds the identity;
-// anything else takes the shard's lock and looks again.
+// (inserts, removals, resizes, the rules, the cells, observed time); a
+// change to a slot also takes the slot's lock. A slot found without the
+// shard's lock counts only once its lock is held and it still holds the
+// identity, and only in its pairs; anything else (an identity's cells, a
+// new rule) takes the shard's lock and looks again.
 type shard struct {
 	mu        sync.Mutex
 	tab       atomic.Pointer[table] // nil until the first insert
@@ -71,70 +90,66 @@ type shard struct {
 	limit     int32                 // most slots in use; 0: no bound
 	now       atomic.Int64          // latest bucket start seen, Unix nanoseconds
 	nextSweep atomic.Int64
-	rules     []*ruleKey // the rules of the slots' pairs; 64 bytes in all
+	rules     atomic.Pointer[[]ruleKey] // the rules of the slots' pairs, by index; nil until the first
+	over      *overflow                 // the slots' cells; nil when none has any
+	_         [8]byte                   // 64 bytes in all
 }
 
 // table is a shard's slots. A resize makes a new one and empties the old
 // one's slots, so that a check still probing the old one finds nothing
 // and takes the shard's lock.
 type table struct {
-	tags  []atomic.Uint32 // by slot: 0 when free, else tag(hash)
+	tags  []atomic.Uint32 // by slot: 0 when free, else tag(ident.h)
 	slots []slot          // len(tags), a power of two, from newSlots
 }
 
-// cacheLine is the size of a slot and the boundary newSlots puts every
-// slot on.
+// cacheLine is the boundary newSlots puts every slot on, and a slot is
+// two of it.
 const cacheLine = 64
 
 // mallocHeader is the word Go's allocator (since Go 1.22; the runtime's
 // mallocHeaderSize) puts in front of a heap object that holds pointers
 // and is larger than 512 bytes on 64-bit platforms, up to 32 KiB less the
 // header: its size class then has room for the object and the header, and
-// the object starts mallocHeader bytes past the start of its block. Every
-// size class above 512 bytes is a multiple of cacheLine, as is the
-// 512-byte class (a table of 8 slots, no header) and the pages of larger
-// objects (no header either); smaller classes are not all, but no table
-// is that small.
+// the object starts mallocHeader bytes past the start of its block. A
+// Store holds pointers (its shards' tables, rules and cells); a table's
+// slots do not, and get no header.
 const mallocHeader = 8
 
-// padded is A (an array of slots, or a Store) behind a pad that makes up
-// for the malloc header: allocated on its own, the header and the pad fill
-// the first cache line of its block and A starts on the next. The pad is
-// bytes, so the collector sees A's pointer words where A's type has them.
+// padded is A (a Store) behind a pad that makes up for the malloc header:
+// allocated on its own, the header and the pad fill the first cache line
+// of its block and A starts on the next. The pad is bytes, so the
+// collector sees A's pointer words where A's type has them.
 type padded[A any] struct {
 	_ [cacheLine - mallocHeader]byte
 	a A
 }
 
 // newSlots returns n zeroed slots, n a power of two from minSlots, whose
-// first starts on a cache line, so that each slot is one line: an array
-// of 16 to 256 slots (1 to 16 KiB) gets a malloc header and would start 8
-// bytes into a line, every slot then straddling two. padded costs them
-// nothing: with the pad they fit the same size class as without it.
+// first starts on a cache line, so that each slot is two lines and no
+// slot straddles a third. Slots hold no pointers, so the allocator puts
+// no header in front of them, and every block of 1 KiB (minSlots slots)
+// and more starts at a multiple of its size class, all of which from 1 KiB
+// up are multiples of 128 bytes: a slot is an aligned pair of lines.
 // TestSlotsAligned checks every size up to 2^17 slots.
-func newSlots(n int) []slot {
-	switch n {
-	case 16:
-		return new(padded[[16]slot]).a[:]
-	case 32:
-		return new(padded[[32]slot]).a[:]
-	case 64:
-		return new(padded[[64]slot]).a[:]
-	case 128:
-		return new(padded[[128]slot]).a[:]
-	case 256:
-		return new(padded[[256]slot]).a[:]
-	}
-	return make([]slot, n)
-}
+func newSlots(n int) []slot { return make([]slot, n) }
 
-// maxRules bounds a shard's rules; an identity's rule beyond it is kept in
-// the identity's cells instead of its pair.
+// maxRules bounds a shard's rules (a pair's rule index is a byte); an
+// identity's rule beyond it is kept in the identity's cells instead of a
+// pair.
 const maxRules = 64
 
-// ruleKey is one rule a shard's pairs count for. name and length never
-// change, so a check reads them under its slot's lock alone; refs, the
-// pairs that count for it, changes under the shard's lock.
+// pairs is how many rules a slot counts for in itself, each in a pair:
+// with the identity, four fill two cache lines. The first rule's pair
+// shares the first line with the identity; the default plans (a minute
+// and a day) use the first two.
+const pairs = 4
+
+// ruleKey is one rule a shard's pairs count for, at its index in the
+// shard's rules. name and length never change while refs is positive, so
+// a check reads them under its slot's lock alone, the slot's pair holding
+// one of the refs; refs, the pairs that count for it, changes under the
+// shard's lock. A key with no refs is free, its name dropped.
 type ruleKey struct {
 	name   string
 	length time.Duration
@@ -146,45 +161,52 @@ func (k *ruleKey) is(name string, length time.Duration) bool {
 }
 
 // slot holds every counter of one identity, so that all of its rules are
-// decided under one lock, in one cache line for the common identity that
-// has one rule: its pair (the current and the previous bucket of one rule)
-// sits in the slot itself. Other rules, and buckets older than the pair's
-// previous one written by a lagging clock, are cells behind more. A slot
-// with neither a pair nor cells is free. A slot is cacheLine bytes, and
-// newSlots starts every table on a cache line, so that a slot is one line
-// and not parts of two.
+// decided under one lock: up to pairs rules in pairs (the current and the
+// previous bucket of one rule) in the slot itself, the first of them in
+// the first cache line with the identity, which is all a check of a
+// one-rule identity reads. Other rules, and buckets older than a pair's
+// previous one written by a lagging clock, are cells, in the shard's
+// overflow. A slot with neither a pair nor cells is free.
 //
-// id is the string the identity was first given as, not a copy: callers
-// that pass the same string each time (the HTTP layer's configured keys, a
-// benchmark's keys) then compare by pointer, without reading the bytes.
-// An identity sliced out of a larger string would pin that string as long
-// as the identity lives; the HTTP layer's identities are strings of their
-// own.
+// A slot holds no pointer (TestSlotHasNoPointers), so a table is
+// allocated unscanned and costs the garbage collector nothing to mark.
 type slot struct {
-	mu   sync.Mutex
-	id   string
-	rule *ruleKey // the pair's rule; nil: no pair
-	// The pair: the counts of buckets bucket-1 (prev) and bucket (cur).
+	mu sync.Mutex
+	state
+}
+
+// state is a slot's identity and counters: all of it but its lock.
+type state struct {
+	key  ident
+	rule [pairs]uint8 // by pair: 1 + its rule's index in the shard's rules; 0: no pair
+	more uint32       // 1 + the index of the identity's cells in the shard's overflow; 0: none
+	pair [pairs]pair  // pair j counts for rule[j]
+}
+
+// pair is the count of buckets bucket-1 (prev) and bucket (cur) of a rule.
+type pair struct {
 	bucket    int64
 	prev, cur int64
-	more      *cells // nil when the identity has no other counter
 }
 
 // used reports whether s holds an identity; s.mu must be held.
-func (s *slot) used() bool { return s.rule != nil || s.more != nil }
+func (s *slot) used() bool { return s.rule != [pairs]uint8{} || s.more != 0 }
+
+// freePair returns the index of a pair s does not use, or -1.
+func (s *slot) freePair() int {
+	for j, r := range s.rule {
+		if r == 0 {
+			return j
+		}
+	}
+	return -1
+}
 
 // moveTo moves s's identity and counters to d and empties s; both locks
 // must be held (or d be unreachable).
-func (s *slot) moveTo(d *slot) {
-	d.id, d.rule, d.bucket, d.prev, d.cur, d.more = s.id, s.rule, s.bucket, s.prev, s.cur, s.more
-	s.clear()
-}
+func (s *slot) moveTo(d *slot) { d.state, s.state = s.state, state{} }
 
-func (s *slot) clear() {
-	s.id, s.rule, s.bucket, s.prev, s.cur, s.more = "", nil, 0, 0, 0, nil
-}
-
-// cells are an identity's counters outside its pair.
+// cells are an identity's counters outside its pairs.
 type cells struct {
 	c      []cell // inline[:n] until it outgrows inline
 	inline [2]cell
@@ -197,6 +219,15 @@ type cell struct {
 	count  int64
 }
 
+// overflow is a shard's cells, each identity's at a fixed index (the
+// slot's more), so that slots moving in the table keep them. It holds
+// the cells' names, and so pointers, but only for the identities that
+// have cells: most have none.
+type overflow struct {
+	cells []*cells // by index; nil when free
+	free  []uint32 // the indexes of nil entries of cells
+}
+
 // minSlots is the smallest table a shard makes.
 const minSlots = 8
 
@@ -207,7 +238,7 @@ const minSlots = 8
 // lines, each shard one line, in the same size class.
 func New() *Store {
 	p := new(padded[Store])
-	p.a.seed = maphash.MakeSeed()
+	p.a.seed, p.a.seed2 = maphash.MakeSeed(), maphash.MakeSeed()
 	return &p.a
 }
 
@@ -243,24 +274,26 @@ func NewLimited(maxIdentities int) *Store {
 // for new ones (NewLimited), counts and all.
 func (s *Store) Evicted() uint64 { return s.evicted.Load() }
 
-// shard returns the shard of id and id's hash: hashed once, the low bits
-// pick the shard and the bits above them the slot and the tag.
-func (s *Store) shard(id string) (*shard, uint64) {
-	h := maphash.String(s.seed, id)
-	return &s.shards[h&(shardCount-1)], h
+// shard returns id's identity and its shard: hashed once, the low bits of
+// h pick the shard and the bits above them the slot and the tag.
+func (s *Store) shard(id string) (*shard, ident) {
+	k := ident{maphash.String(s.seed, id), maphash.String(s.seed2, id)}
+	return s.shardOf(k), k
 }
+
+func (s *Store) shardOf(k ident) *shard { return &s.shards[k.h&(shardCount-1)] }
 
 // tag is the word of h kept in tags: the hash bits above the shard's,
 // whose low bits are the home slot, and the top bit set so that it is
 // never 0, which marks a free slot.
 func tag(h uint64) uint32 { return uint32(h>>shardBits) | 1<<31 }
 
-// lookup returns id's slot, locked, and its index when t holds it; nil
+// lookup returns k's slot, locked, and its index when t holds it; nil
 // otherwise. It needs no shard lock: a slot counts only once it is locked
-// and holds id. Under the shard's lock, where no slot changes identity,
-// nil means that t does not hold id.
-func (t *table) lookup(id string, h uint64) (*slot, int) {
-	g, mask := tag(h), len(t.tags)-1
+// and holds k. Under the shard's lock, where no slot changes identity,
+// nil means that t does not hold k.
+func (t *table) lookup(k ident) (*slot, int) {
+	g, mask := tag(k.h), len(t.tags)-1
 	for i, n := int(g)&mask, 0; n < len(t.tags); i, n = (i+1)&mask, n+1 {
 		switch t.tags[i].Load() {
 		case 0:
@@ -268,7 +301,7 @@ func (t *table) lookup(id string, h uint64) (*slot, int) {
 		case g:
 			s := &t.slots[i]
 			s.mu.Lock()
-			if s.id == id && s.used() {
+			if s.key == k && s.used() {
 				return s, i
 			}
 			s.mu.Unlock()
@@ -277,29 +310,29 @@ func (t *table) lookup(id string, h uint64) (*slot, int) {
 	return nil, -1
 }
 
-// locked returns id's slot, locked, and its index, or nil; sh.mu must be
+// locked returns k's slot, locked, and its index, or nil; sh.mu must be
 // held.
-func (sh *shard) locked(id string, h uint64) (*slot, int) {
+func (sh *shard) locked(k ident) (*slot, int) {
 	if t := sh.tab.Load(); t != nil {
-		return t.lookup(id, h)
+		return t.lookup(k)
 	}
 	return nil, -1
 }
 
-// insert returns the index of id's slot, locked, adding an empty one when
+// insert returns the index of k's slot, locked, adding an empty one when
 // there is none; sh.mu must be held. The caller gives it a counter before
 // it unlocks it (an empty slot is free). at is the latest bucket start
 // the write touches: a full shard first drops what that time has expired,
 // then evicts an identity, counted in ev.
-func (sh *shard) insert(id string, h uint64, at int64, ev *atomic.Uint64) (*slot, int) {
-	if s, i := sh.locked(id, h); s != nil {
+func (sh *shard) insert(k ident, at int64, ev *atomic.Uint64) (*slot, int) {
+	if s, i := sh.locked(k); s != nil {
 		return s, i
 	}
 	if sh.limit > 0 && sh.n >= sh.limit {
 		sh.observeAt(at)
 		sh.sweep()
 		if sh.n >= sh.limit {
-			sh.evict(h)
+			sh.evict(k.h)
 			ev.Add(1)
 		}
 	}
@@ -311,11 +344,11 @@ func (sh *shard) insert(id string, h uint64, at int64, ev *atomic.Uint64) (*slot
 		}
 		t = sh.resize(n)
 	}
-	g := tag(h)
+	g := tag(k.h)
 	i := t.free(g)
 	s := &t.slots[i]
 	s.mu.Lock()
-	s.id = id
+	s.key = k
 	t.tags[i].Store(g)
 	sh.n++
 	return s, i
@@ -324,10 +357,11 @@ func (sh *shard) insert(id string, h uint64, at int64, ev *atomic.Uint64) (*slot
 // evict drops one identity of a full shard: of the first evictSample in
 // use from h's home slot on, the one that counts least per unit of time
 // (each counter's count over its rule's period, summed: a minute's quota
-// used up weighs more than a busy day's share of it), the oldest pair on
-// a tie; sh.mu must be held.
+// used up weighs more than a busy day's share of it), the one whose
+// latest pair is oldest on a tie; sh.mu must be held.
 func (sh *shard) evict(h uint64) {
 	t := sh.tab.Load()
+	rs := sh.ruleList()
 	mask := len(t.tags) - 1
 	best, bestW, bestAt := -1, 0.0, int64(0)
 	for i, seen, n := int(tag(h))&mask, 0, 0; seen < evictSample && n < len(t.tags); i, n = (i+1)&mask, n+1 {
@@ -338,12 +372,17 @@ func (sh *shard) evict(h uint64) {
 		s := &t.slots[i]
 		s.mu.Lock()
 		w, at := 0.0, int64(0)
-		if s.rule != nil {
+		for j, r := range s.rule {
+			if r == 0 {
+				continue
+			}
+			p, length := &s.pair[j], rs[r-1].length
 			// Summed as floats: the int64 sum of saturated counts wraps.
-			w, at = (float64(s.prev)+float64(s.cur))/float64(s.rule.length), s.bucket*int64(s.rule.length)
+			w += (float64(p.prev) + float64(p.cur)) / float64(length)
+			at = max(at, p.bucket*int64(length))
 		}
-		if s.more != nil {
-			for _, c := range s.more.c {
+		if cs := sh.cellsOf(s); cs != nil {
+			for _, c := range cs.c {
 				w += float64(c.count) / float64(c.length)
 			}
 		}
@@ -354,12 +393,23 @@ func (sh *shard) evict(h uint64) {
 	}
 	s := &t.slots[best]
 	s.mu.Lock()
-	if s.rule != nil {
-		sh.release(s)
-	}
-	s.more, s.id = nil, ""
+	sh.drop(s)
 	s.mu.Unlock()
 	sh.remove(best)
+}
+
+// drop empties slot s, releasing its pairs' rules and its cells; sh.mu
+// and s.mu must be held.
+func (sh *shard) drop(s *slot) {
+	for j, r := range s.rule {
+		if r != 0 {
+			sh.release(s, j)
+		}
+	}
+	if s.more != 0 {
+		sh.dropCells(s)
+	}
+	s.state = state{}
 }
 
 // free returns the first free slot of the probe sequence of tag g.
@@ -423,54 +473,121 @@ func (sh *shard) remove(i int) {
 	sh.n--
 }
 
-// pairOf reports whether slot s's pair counts rule (name, length).
-func pairOf(s *slot, name string, length time.Duration) bool {
-	return s.rule != nil && s.rule.is(name, length)
+// ruleList returns the shard's rules, by index.
+func (sh *shard) ruleList() []ruleKey {
+	if p := sh.rules.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
-// count returns the count of sl in s (0 when s is nil); s.mu must be held.
-func count(s *slot, sl kvstore.Slot) int64 {
+// pairOf returns the index of the pair of slot s that counts rule (name,
+// length), or -1; s.mu must be held. It reads only rules that s's pairs
+// hold, which no other call changes meanwhile.
+func (sh *shard) pairOf(s *slot, name string, length time.Duration) int {
+	if s.rule == [pairs]uint8{} {
+		return -1
+	}
+	rs := *sh.rules.Load()
+	for j, r := range s.rule {
+		if r != 0 && rs[r-1].is(name, length) {
+			return j
+		}
+	}
+	return -1
+}
+
+// cellsOf returns s's cells, or nil; s.mu must be held, and sh.mu too
+// when s has cells (s.more != 0).
+func (sh *shard) cellsOf(s *slot) *cells {
+	if s.more == 0 {
+		return nil
+	}
+	return sh.over.cells[s.more-1]
+}
+
+// newCells gives s empty cells and returns them; sh.mu and s.mu must be
+// held.
+func (sh *shard) newCells(s *slot) *cells {
+	o := sh.over
+	if o == nil {
+		o = new(overflow)
+		sh.over = o
+	}
+	cs := new(cells)
+	cs.c = cs.inline[:0]
+	if n := len(o.free); n > 0 {
+		i := o.free[n-1]
+		o.free = o.free[:n-1]
+		o.cells[i] = cs
+		s.more = i + 1
+	} else {
+		o.cells = append(o.cells, cs)
+		s.more = uint32(len(o.cells))
+	}
+	return cs
+}
+
+// dropCells drops s's cells; sh.mu and s.mu must be held. The overflow
+// goes once no identity of the shard has cells.
+func (sh *shard) dropCells(s *slot) {
+	o := sh.over
+	o.cells[s.more-1] = nil
+	o.free = append(o.free, s.more-1)
+	s.more = 0
+	if len(o.free) == len(o.cells) {
+		sh.over = nil
+	}
+}
+
+// count returns the count of sl in s (0 when s is nil); s.mu must be held,
+// and sh.mu too when s has cells.
+func (sh *shard) count(s *slot, sl kvstore.Slot) int64 {
 	if s == nil {
 		return 0
 	}
-	if n := held(s, sl); n != nil {
+	if n := sh.held(s, sl); n != nil {
 		return *n
 	}
 	return 0
 }
 
 // counter returns the counter of sl in s, making it when it is missing;
-// sh.mu and s.mu must be held. Moving the pair on to a later bucket drops
-// the counts that bucket can no longer read, so rolling buckets over
-// allocates nothing.
+// s.mu must be held, and sh.mu too unless known allowed the call. Moving a
+// pair on to a later bucket drops the counts that bucket can no longer
+// read, so rolling buckets over allocates nothing.
 func (sh *shard) counter(s *slot, sl kvstore.Slot) *int64 {
-	if s.rule == nil && !s.more.has(sl.Name, sl.Length) {
-		if k := sh.intern(sl.Name, sl.Length); k != nil {
-			s.rule, s.bucket, s.prev, s.cur = k, sl.Bucket, 0, 0
-			return &s.cur
+	j := sh.pairOf(s, sl.Name, sl.Length)
+	if j < 0 && !sh.cellsOf(s).has(sl.Name, sl.Length) {
+		if f := s.freePair(); f >= 0 {
+			if r := sh.intern(sl.Name, sl.Length); r != 0 {
+				s.rule[f], s.pair[f] = r, pair{bucket: sl.Bucket}
+				return &s.pair[f].cur
+			}
 		}
 	}
-	if pairOf(s, sl.Name, sl.Length) {
-		switch d := sl.Bucket - s.bucket; {
+	if j >= 0 {
+		p := &s.pair[j]
+		switch d := sl.Bucket - p.bucket; {
 		case d == 0:
-			return &s.cur
+			return &p.cur
 		case d == -1:
-			return &s.prev
+			return &p.prev
 		case d == 1:
-			s.bucket, s.prev, s.cur = sl.Bucket, s.cur, 0
-			return &s.cur
+			p.bucket, p.prev, p.cur = sl.Bucket, p.cur, 0
+			return &p.cur
 		case d > 1:
-			s.bucket, s.prev, s.cur = sl.Bucket, 0, 0
-			return &s.cur
+			p.bucket, p.prev, p.cur = sl.Bucket, 0, 0
+			return &p.cur
 		}
 		// Older than the pair's previous bucket: a lagging clock's
 		// write, kept as a cell.
 	}
-	if s.more == nil {
-		s.more = new(cells)
-		s.more.c = s.more.inline[:0]
+	cs := sh.cellsOf(s)
+	if cs == nil {
+		cs = sh.newCells(s)
 	}
-	return &s.more.cell(sl).count
+	return &cs.cell(sl).count
 }
 
 // has reports whether cs holds a counter of rule (name, length).
@@ -511,12 +628,18 @@ func (cs *cells) cell(sl kvstore.Slot) *cell {
 	return c
 }
 
-// intern returns the shard's key of rule (name, length), adding it, and
-// counts one more pair of it; nil when the shard has maxRules rules.
-func (sh *shard) intern(name string, length time.Duration) *ruleKey {
+// intern returns 1 + the index of the shard's key of rule (name, length),
+// adding it, and counts one more pair of it; 0 when the shard has
+// maxRules rules. sh.mu must be held. A key is written only while no pair
+// holds it, and the rules grow into a new array published whole, so that
+// a check reading a key its slot's pair holds, under that slot's lock
+// alone, never races with intern.
+func (sh *shard) intern(name string, length time.Duration) uint8 {
+	rs := sh.ruleList()
 	free := -1
-	for i, k := range sh.rules {
-		if k == nil {
+	for i := range rs {
+		k := &rs[i]
+		if k.refs == 0 {
 			if free < 0 {
 				free = i
 			}
@@ -524,31 +647,29 @@ func (sh *shard) intern(name string, length time.Duration) *ruleKey {
 		}
 		if k.is(name, length) {
 			k.refs++
-			return k
+			return uint8(i + 1)
 		}
 	}
-	k := &ruleKey{name: name, length: length, refs: 1}
 	switch {
 	case free >= 0:
-		sh.rules[free] = k
-	case len(sh.rules) < maxRules:
-		sh.rules = append(sh.rules, k)
+		rs[free] = ruleKey{name: name, length: length, refs: 1}
+	case len(rs) < maxRules:
+		rs = append(rs, ruleKey{name: name, length: length, refs: 1})
+		sh.rules.Store(&rs)
+		free = len(rs) - 1
 	default:
-		return nil
+		return 0
 	}
-	return k
+	return uint8(free + 1)
 }
 
-// release drops slot s's pair; sh.mu and s.mu must be held.
-func (sh *shard) release(s *slot) {
-	if s.rule.refs--; s.rule.refs == 0 {
-		for i, k := range sh.rules {
-			if k == s.rule {
-				sh.rules[i] = nil // keep no name alive
-			}
-		}
+// release drops slot s's pair j; sh.mu and s.mu must be held.
+func (sh *shard) release(s *slot, j int) {
+	k := &sh.ruleList()[s.rule[j]-1]
+	if k.refs--; k.refs == 0 {
+		k.name = "" // keep no name alive
 	}
-	s.rule, s.bucket, s.prev, s.cur = nil, 0, 0, 0
+	s.rule[j], s.pair[j] = 0, pair{}
 }
 
 // unlockSlot unlocks slot i, returned by insert, freeing it when it holds
@@ -557,7 +678,7 @@ func (sh *shard) release(s *slot) {
 func (sh *shard) unlockSlot(s *slot, i int) {
 	used := s.used()
 	if !used {
-		s.id = "" // keep no id alive
+		s.state = state{}
 	}
 	s.mu.Unlock()
 	if !used {
@@ -565,24 +686,41 @@ func (sh *shard) unlockSlot(s *slot, i int) {
 	}
 }
 
-// known returns id's slot, locked, when a call on slots may read and
-// count in it without the shard's lock: the slot holds id and has its pair
-// (so that no counter needs a new rule), no slot starts after the time the
-// shard has seen, and no sweep is due. Otherwise it returns nil and the
-// call takes the shard's lock.
-func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
+// known returns k's slot, locked, when a call on slots may read and count
+// in it without the shard's lock: the slot holds k and has no cells, a
+// pair of the slot counts every slot's rule, and with any pair moved on
+// to the latest bucket written to it every slot of its rule is still in
+// it (so that no counter needs a new rule or a cell), no slot starts
+// after the time the shard has seen, and no sweep is due. Otherwise it
+// returns nil and the call takes the shard's lock.
+func (sh *shard) known(k ident, slots []kvstore.Slot) *slot {
 	t := sh.tab.Load()
 	if t == nil {
 		return nil
 	}
-	s, _ := t.lookup(id, h)
+	s, _ := t.lookup(k)
 	if s == nil {
 		return nil
 	}
 	now := sh.now.Load()
-	ok := s.rule != nil && now < sh.nextSweep.Load()
+	ok := s.more == 0 && now < sh.nextSweep.Load()
+	// Of each pair, the lowest bucket a slot reads and the highest it
+	// may be moved on to.
+	var lo, hi [pairs]int64
+	for j := range lo {
+		lo[j], hi[j] = math.MaxInt64, s.pair[j].bucket
+	}
 	for _, x := range slots {
-		ok = ok && x.Bucket*int64(x.Length) <= now
+		if !ok {
+			break
+		}
+		j := sh.pairOf(s, x.Name, x.Length)
+		if ok = j >= 0 && x.Bucket*int64(x.Length) <= now; ok {
+			lo[j], hi[j] = min(lo[j], x.Bucket), max(hi[j], x.Bucket)
+		}
+	}
+	for j := range lo {
+		ok = ok && lo[j] >= hi[j]-1
 	}
 	if !ok {
 		s.mu.Unlock()
@@ -591,18 +729,18 @@ func (sh *shard) known(id string, h uint64, slots []kvstore.Slot) *slot {
 	return s
 }
 
-// write returns id's slot, locked, for a write to slots: without the
+// write returns k's slot, locked, for a write to slots: without the
 // shard's lock (i < 0) when known allows it, else with the shard's lock
 // held and the slot at index i, inserted when missing (ev counts an
 // eviction that made room). Unless insert is set, a missing identity is
 // not inserted: write returns nil, holding no lock.
-func (sh *shard) write(id string, h uint64, slots []kvstore.Slot, ev *atomic.Uint64, insert bool) (s *slot, i int) {
-	if s = sh.known(id, h, slots); s != nil {
+func (sh *shard) write(k ident, slots []kvstore.Slot, ev *atomic.Uint64, insert bool) (s *slot, i int) {
+	if s = sh.known(k, slots); s != nil {
 		return s, -1
 	}
 	sh.mu.Lock()
 	if !insert {
-		if s, i = sh.locked(id, h); s == nil {
+		if s, i = sh.locked(k); s == nil {
 			sh.mu.Unlock()
 		}
 		return s, i
@@ -611,7 +749,7 @@ func (sh *shard) write(id string, h uint64, slots []kvstore.Slot, ev *atomic.Uin
 	for _, x := range slots {
 		at = max(at, x.Bucket*int64(x.Length))
 	}
-	return sh.insert(id, h, at, ev)
+	return sh.insert(k, at, ev)
 }
 
 // done ends a write that write began: it unlocks the slot and, when the
@@ -631,26 +769,33 @@ func (sh *shard) done(s *slot, i int, observe bool, slots []kvstore.Slot) {
 
 // Load implements kvstore.Store. It never fails.
 func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts []int64) error {
-	sh, h := s.shard(id)
+	_, k := s.shard(id)
+	s.load(k, slots, counts)
+	return nil
+}
+
+func (s *Store) load(k ident, slots []kvstore.Slot, counts []int64) {
+	sh := s.shardOf(k)
 	var sl *slot
 	if t := sh.tab.Load(); t != nil {
-		sl, _ = t.lookup(id, h)
+		if sl, _ = t.lookup(k); sl != nil && sl.more != 0 {
+			sl.mu.Unlock() // its cells are read under the shard's lock
+			sl = nil
+		}
 	}
 	if sl == nil {
 		// Not found without the shard's lock: a resize or a removal may
-		// have hidden it. Under the lock it is where find says; its own
-		// lock then keeps it there.
+		// have hidden it. Under the lock it is where find says.
 		sh.mu.Lock()
-		sl, _ = sh.locked(id, h)
-		sh.mu.Unlock()
+		defer sh.mu.Unlock()
+		sl, _ = sh.locked(k)
 	}
-	for k, x := range slots {
-		counts[k] = count(sl, x)
+	for i, x := range slots {
+		counts[i] = sh.count(sl, x)
 	}
 	if sl != nil {
 		sl.mu.Unlock()
 	}
-	return nil
 }
 
 // Add implements kvstore.Store. It never fails. A count stops at
@@ -658,49 +803,55 @@ func (s *Store) Load(_ context.Context, id string, slots []kvstore.Slot, counts 
 // from an identity the store does not hold does nothing: the counts went
 // with it, expired or evicted.
 func (s *Store) Add(_ context.Context, id string, slots []kvstore.Slot, costs []int64) error {
-	sh, h := s.shard(id)
+	_, k := s.shard(id)
+	s.add(k, slots, costs)
+	return nil
+}
+
+func (s *Store) add(k ident, slots []kvstore.Slot, costs []int64) {
+	sh := s.shardOf(k)
 	// Taking back counts of an identity the store no longer holds (expired,
 	// or evicted) must not bring it back with a credit, nor evict another
 	// to make room for it.
-	sl, i := sh.write(id, h, slots, &s.evicted, !takeBack(costs))
+	sl, i := sh.write(k, slots, &s.evicted, !takeBack(costs))
 	if sl == nil {
-		return nil
+		return
 	}
-	for k, x := range slots {
+	for j, x := range slots {
 		switch {
-		case costs[k] > 0:
+		case costs[j] > 0:
 			// Saturated: a count wrapped negative reads as empty.
-			if n := sh.counter(sl, x); *n > math.MaxInt64-costs[k] {
+			if n := sh.counter(sl, x); *n > math.MaxInt64-costs[j] {
 				*n = math.MaxInt64
 			} else {
-				*n += costs[k]
+				*n += costs[j]
 			}
-		case costs[k] < 0:
+		case costs[j] < 0:
 			// Only a counter the identity holds is taken back from: a
 			// new one (or a reused cell) would be a credit, or wipe a
 			// count still read after a clock correction.
-			if n := held(sl, x); n != nil {
-				*n += costs[k]
+			if n := sh.held(sl, x); n != nil {
+				*n += costs[j]
 			}
 		}
 	}
 	sh.done(sl, i, true, slots)
-	return nil
 }
 
-// held returns the counter of sl in s, or nil; s.mu must be held.
-func held(s *slot, sl kvstore.Slot) *int64 {
-	if pairOf(s, sl.Name, sl.Length) {
-		switch sl.Bucket {
-		case s.bucket:
-			return &s.cur
-		case s.bucket - 1:
-			return &s.prev
+// held returns the counter of sl in s, or nil; s.mu must be held, and
+// sh.mu too when s has cells.
+func (sh *shard) held(s *slot, sl kvstore.Slot) *int64 {
+	if j := sh.pairOf(s, sl.Name, sl.Length); j >= 0 {
+		switch p := &s.pair[j]; sl.Bucket {
+		case p.bucket:
+			return &p.cur
+		case p.bucket - 1:
+			return &p.prev
 		}
 	}
-	if s.more != nil {
-		for j := range s.more.c {
-			if c := &s.more.c[j]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
+	if cs := sh.cellsOf(s); cs != nil {
+		for j := range cs.c {
+			if c := &cs.c[j]; c.bucket == sl.Bucket && c.name == sl.Name && c.length == sl.Length {
 				return &c.count
 			}
 		}
@@ -721,26 +872,31 @@ func takeBack(costs []int64) bool {
 // AddIf implements kvstore.Conditional. It never fails. The limiter
 // calls Update on this store, so AddIf always takes the shard's lock.
 func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
-	sh, h := s.shard(id)
+	_, k := s.shard(id)
+	return s.addIf(k, conds, counts), nil
+}
+
+func (s *Store) addIf(k ident, conds []kvstore.Cond, counts []int64) bool {
+	sh := s.shardOf(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	at := int64(0)
 	for _, c := range conds {
 		at = max(at, c.Bucket*int64(c.Length))
 	}
-	sl, i := sh.insert(id, h, at, &s.evicted)
+	sl, i := sh.insert(k, at, &s.evicted)
 	ok := true
-	for k, c := range conds {
-		counts[k] = count(sl, c.Slot)
-		if counts[k] > c.Max {
+	for j, c := range conds {
+		counts[j] = sh.count(sl, c.Slot)
+		if counts[j] > c.Max {
 			ok = false
 		}
 	}
-	for k, c := range conds {
+	for j, c := range conds {
 		if ok && c.Add != 0 {
 			n := sh.counter(sl, c.Slot)
 			*n += c.Add
-			counts[k] = *n
+			counts[j] = *n
 		}
 	}
 	sh.unlockSlot(sl, i)
@@ -750,24 +906,29 @@ func (s *Store) AddIf(_ context.Context, id string, conds []kvstore.Cond, counts
 		}
 		sh.sweep()
 	}
-	return ok, nil
+	return ok
 }
 
 // Update implements kvstore.Updater. It never fails.
 func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) (bool, error) {
-	sh, h := s.shard(id)
-	sl, i := sh.write(id, h, slots, &s.evicted, true)
-	for k, x := range slots {
-		counts[k] = count(sl, x)
+	_, k := s.shard(id)
+	return s.update(k, slots, counts, costs, a), nil
+}
+
+func (s *Store) update(k ident, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) bool {
+	sh := s.shardOf(k)
+	sl, i := sh.write(k, slots, &s.evicted, true)
+	for j, x := range slots {
+		counts[j] = sh.count(sl, x)
 	}
 	ok := a.Admit(counts)
-	for k, x := range slots {
-		if ok && costs[k] != 0 {
-			*sh.counter(sl, x) += costs[k]
+	for j, x := range slots {
+		if ok && costs[j] != 0 {
+			*sh.counter(sl, x) += costs[j]
 		}
 	}
 	sh.done(sl, i, ok, slots)
-	return ok, nil
+	return ok
 }
 
 // Immediate implements kvstore.Immediate: the store's calls never wait.
@@ -775,45 +936,52 @@ func (*Store) Immediate() {}
 
 // UpdateRule implements kvstore.RuleUpdater. It never fails.
 //
-// The common check (a known identity whose pair counts r, at or after the
-// pair's bucket, in time the shard has seen, no sweep due) holds only its
-// slot's lock; any other takes the shard's lock too.
+// The common check (a known identity with a pair that counts r, at or
+// after the pair's bucket, in time the shard has seen, no sweep due) holds
+// only its slot's lock; any other takes the shard's lock too.
 func (s *Store) UpdateRule(_ context.Context, id string, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool, err error) {
-	sh, h := s.shard(id)
+	_, k := s.shard(id)
+	prev, cur, ok = s.updateRule(k, r, pos, cost)
+	return prev, cur, ok, nil
+}
+
+func (s *Store) updateRule(k ident, r window.Rule, pos window.Pos, cost int64) (prev, cur int64, ok bool) {
+	sh := s.shardOf(k)
 	if t := sh.tab.Load(); t != nil {
-		if sl, _ := t.lookup(id, h); sl != nil {
+		if sl, _ := t.lookup(k); sl != nil {
 			now := sh.now.Load()
-			if pairOf(sl, r.Name, r.Period) && pos.Index >= sl.bucket &&
+			if j := sh.pairOf(sl, r.Name, r.Period); j >= 0 && pos.Index >= sl.pair[j].bucket &&
 				pos.Index*int64(r.Period) <= now && now < sh.nextSweep.Load() {
-				switch pos.Index - sl.bucket {
+				p := &sl.pair[j]
+				switch pos.Index - p.bucket {
 				case 0:
-					prev, cur = sl.prev, sl.cur
+					prev, cur = p.prev, p.cur
 				case 1:
-					prev = sl.cur
+					prev = p.cur
 				}
 				ok = r.AdmitsAt(pos, prev, cur, cost)
 				if ok && cost != 0 {
-					if pos.Index != sl.bucket {
-						sl.bucket, sl.prev, sl.cur = pos.Index, prev, 0
+					if pos.Index != p.bucket {
+						p.bucket, p.prev, p.cur = pos.Index, prev, 0
 					}
-					sl.cur += cost
+					p.cur += cost
 				}
 				sl.mu.Unlock()
-				return prev, cur, ok, nil
+				return prev, cur, ok
 			}
 			sl.mu.Unlock()
 		}
 	}
-	return sh.updateRule(id, h, r, pos, cost, &s.evicted)
+	return sh.updateRule(k, r, pos, cost, &s.evicted)
 }
 
 // updateRule is UpdateRule under the shard's lock; ev counts evictions.
-func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, cost int64, ev *atomic.Uint64) (prev, cur int64, ok bool, err error) {
+func (sh *shard) updateRule(k ident, r window.Rule, pos window.Pos, cost int64, ev *atomic.Uint64) (prev, cur int64, ok bool) {
 	cs := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 	sh.mu.Lock()
-	sl, i := sh.insert(id, h, cs.Bucket*int64(cs.Length), ev)
-	prev = count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
-	cur = count(sl, cs)
+	sl, i := sh.insert(k, cs.Bucket*int64(cs.Length), ev)
+	prev = sh.count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
+	cur = sh.count(sl, cs)
 	ok = r.AdmitsAt(pos, prev, cur, cost)
 	if ok && cost != 0 {
 		*sh.counter(sl, cs) += cost
@@ -824,7 +992,7 @@ func (sh *shard) updateRule(id string, h uint64, r window.Rule, pos window.Pos, 
 		sh.sweep()
 	}
 	sh.mu.Unlock()
-	return prev, cur, ok, nil
+	return prev, cur, ok
 }
 
 // Len returns the number of identities held, for tests and metrics.
@@ -887,15 +1055,19 @@ func (sh *shard) sweepNow() {
 		}
 		s := &t.slots[i]
 		s.mu.Lock()
-		if s.rule != nil {
-			switch {
-			case !live(s.bucket, s.rule.length):
-				sh.release(s)
-			case !live(s.bucket-1, s.rule.length):
-				s.prev = 0
+		rs := sh.ruleList()
+		for j, r := range s.rule {
+			if r == 0 {
+				continue
+			}
+			switch p, length := &s.pair[j], rs[r-1].length; {
+			case !live(p.bucket, length):
+				sh.release(s, j)
+			case !live(p.bucket-1, length):
+				p.prev = 0
 			}
 		}
-		if cs := s.more; cs != nil {
+		if cs := sh.cellsOf(s); cs != nil {
 			kept := cs.c[:0]
 			for _, c := range cs.c {
 				if live(c.bucket, c.length) {
@@ -905,11 +1077,11 @@ func (sh *shard) sweepNow() {
 			clear(cs.c[len(kept):])
 			cs.c = kept
 			if len(kept) == 0 {
-				s.more = nil
+				sh.dropCells(s)
 			}
 		}
 		if !s.used() {
-			s.id = ""
+			s.state = state{}
 			s.mu.Unlock()
 			// remove moves a later slot into i, or none; either way i
 			// is looked at again. A slot may move from the start of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -319,38 +320,40 @@ func TestRollOverReusesCells(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, step); allocs != 0 {
 		t.Errorf("AddIf across bucket roll-overs allocates %.1f per call, want 0", allocs)
 	}
-	sh, h := s.shard("k")
-	if got := counters(slotOf(sh, "k", h)); got > 3 {
+	sh, k := s.shard("k")
+	if got := counters(sh, slotOf(sh, k)); got > 3 {
 		t.Errorf("identity holds %d counters after 100 roll-overs, want at most 3", got)
 	}
 }
 
-// find returns the index of id's slot, or -1.
-func (sh *shard) find(id string, h uint64) int {
-	s, i := sh.locked(id, h)
+// find returns the index of k's slot, or -1.
+func (sh *shard) find(k ident) int {
+	s, i := sh.locked(k)
 	if s != nil {
 		s.mu.Unlock()
 	}
 	return i
 }
 
-// slotOf returns id's slot, or nil.
-func slotOf(sh *shard, id string, h uint64) *slot {
-	if i := sh.find(id, h); i >= 0 {
+// slotOf returns k's slot, or nil.
+func slotOf(sh *shard, k ident) *slot {
+	if i := sh.find(k); i >= 0 {
 		return &sh.tab.Load().slots[i]
 	}
 	return nil
 }
 
-// counters returns how many counters s holds: its pair's two and its
-// cells.
-func counters(s *slot) int {
+// counters returns how many counters s holds: two for each of its pairs
+// and its cells.
+func counters(sh *shard, s *slot) int {
 	n := 0
-	if s.rule != nil {
-		n = 2
+	for _, r := range s.rule {
+		if r != 0 {
+			n += 2
+		}
 	}
-	if s.more != nil {
-		n += len(s.more.c)
+	if cs := sh.cellsOf(s); cs != nil {
+		n += len(cs.c)
 	}
 	return n
 }
@@ -378,25 +381,26 @@ func TestHashCollisionsProbe(t *testing.T) {
 	// Two identities forced onto one hash must keep separate counters and
 	// be swept separately.
 	s := New()
-	sh, h := s.shard("a")
+	sh, ka := s.shard("a")
+	kb := ident{ka.h, ka.h2 + 1} // same h: the slot after a's
 	sh.mu.Lock()
-	a, i := sh.insert("a", h, 0, &s.evicted)
+	a, i := sh.insert(ka, 0, &s.evicted)
 	*sh.counter(a, minuteSlot(t0)) = 3
 	a.mu.Unlock()
-	b, j := sh.insert("b", h, 0, &s.evicted)                // same h: the slot after a's
+	b, j := sh.insert(kb, 0, &s.evicted)
 	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
 	b.mu.Unlock()
-	if i == j || sh.find("a", h) != i || sh.find("b", h) != j {
+	if i == j || sh.find(ka) != i || sh.find(kb) != j {
 		t.Fatal("colliding identities not told apart")
 	}
 	sh.observeSlot(minuteSlot(t0))
 	sh.nextSweep.Store(0)
 	sh.sweep()
 	sh.mu.Unlock()
-	if sh.find("b", h) >= 0 {
+	if sh.find(kb) >= 0 {
 		t.Error("expired colliding identity not swept")
 	}
-	if a := slotOf(sh, "a", h); a == nil || count(a, minuteSlot(t0)) != 3 {
+	if a := slotOf(sh, ka); a == nil || sh.count(a, minuteSlot(t0)) != 3 {
 		t.Error("live colliding identity lost in the sweep")
 	}
 }
@@ -409,12 +413,12 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 	for seed := range uint64(200) {
 		var sh shard
 		sh.resize(16)
-		hash := func(k int) uint64 {
+		hash := func(k int) ident {
 			home := uint64(13 + (k*7+int(seed))%5) // homes 13..17 wrap past 15
-			return home<<shardBits | uint64(k)<<20
+			return ident{home<<shardBits | uint64(k)<<20, uint64(k)}
 		}
 		for k := range n {
-			s, _ := sh.insert(fmt.Sprint("id-", k), hash(k), 0, nil)
+			s, _ := sh.insert(hash(k), 0, nil)
 			*sh.counter(s, minuteSlot(t0)) = int64(k + 1)
 			s.mu.Unlock()
 		}
@@ -429,19 +433,18 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 				continue
 			}
 			gone[k] = true
-			i := sh.find(fmt.Sprint("id-", k), hash(k))
+			i := sh.find(hash(k))
 			s := &sh.tab.Load().slots[i]
 			s.mu.Lock()
-			sh.release(s)
-			s.id = ""
+			sh.drop(s)
 			s.mu.Unlock()
 			sh.remove(i)
 			for k := range n {
-				s := slotOf(&sh, fmt.Sprint("id-", k), hash(k))
+				s := slotOf(&sh, hash(k))
 				switch {
 				case gone[k] && s != nil:
 					t.Fatalf("seed %d: removed id-%d still found", seed, k)
-				case !gone[k] && (s == nil || count(s, minuteSlot(t0)) != int64(k+1)):
+				case !gone[k] && (s == nil || sh.count(s, minuteSlot(t0)) != int64(k+1)):
 					t.Fatalf("seed %d: id-%d lost after removing %d identities", seed, k, len(gone))
 				}
 			}
@@ -474,14 +477,16 @@ func TestPairRulesBounded(t *testing.T) {
 				t.Fatalf("round %d, rule %d: count %d, %v; want %d", round, r, counts[0], err, r+1)
 			}
 		}
-		if got := len(sh.rules); got > maxRules {
+		if got := len(sh.ruleList()); got > maxRules {
 			t.Fatalf("round %d: %d pair rules, want at most %d", round, got, maxRules)
 		}
 	}
 	live := 0
-	for _, k := range sh.rules {
-		if k != nil {
+	for _, k := range sh.ruleList() {
+		if k.refs > 0 {
 			live++
+		} else if k.name != "" {
+			t.Errorf("a free pair rule keeps its name %q", k.name)
 		}
 	}
 	if live > maxRules {
@@ -555,12 +560,12 @@ func TestTableShrinksAfterSweep(t *testing.T) {
 }
 
 func TestManyRulesOutgrowInline(t *testing.T) {
-	// Past its pair an identity's counters are cells, and past the cells'
+	// Past its pairs an identity's counters are cells, and past the cells'
 	// inline array a slice of their own; every counter must survive the
 	// moves and the sweeps.
 	ctx := context.Background()
 	s := New()
-	const rules = 1 + len(cells{}.inline) + 2
+	const rules = pairs + len(cells{}.inline) + 2
 	slots := func(at time.Time) []kvstore.Slot {
 		var sl []kvstore.Slot
 		for r := range rules {
@@ -589,26 +594,55 @@ func TestManyRulesOutgrowInline(t *testing.T) {
 			}
 		}
 	}
-	sh, h := s.shard("k")
-	if got, want := counters(slotOf(sh, "k", h)), 2*rules; got != want {
+	sh, k := s.shard("k")
+	if got, want := counters(sh, slotOf(sh, k)), 2*rules; got != want {
 		t.Errorf("%d cells after three minutes, want %d: the previous and the current minute of each rule", got, want)
 	}
 }
 
 func TestLayout(t *testing.T) {
-	// One cache line per identity with one rule, and per shard.
-	if got, want := unsafe.Sizeof(slot{}), uintptr(64); got != want {
+	// An identity in two cache lines, its first rule's pair in the first
+	// with the identity; one cache line per shard.
+	if got, want := unsafe.Sizeof(slot{}), uintptr(2*cacheLine); got != want {
 		t.Errorf("slot is %d bytes, want %d", got, want)
 	}
-	if got, want := unsafe.Sizeof(shard{}), uintptr(64); got != want {
+	var s slot
+	if end := unsafe.Offsetof(s.state) + unsafe.Offsetof(s.pair) + unsafe.Sizeof(pair{}); end > cacheLine {
+		t.Errorf("the first pair ends %d bytes into a slot, past its first cache line", end)
+	}
+	if got, want := unsafe.Sizeof(shard{}), uintptr(cacheLine); got != want {
 		t.Errorf("shard is %d bytes, want %d", got, want)
 	}
 }
 
+// TestSlotHasNoPointers: a slot holds no Go pointer, so that the runtime
+// allocates a table unscanned and the collector never marks identities.
+func TestSlotHasNoPointers(t *testing.T) {
+	var walk func(typ reflect.Type, path string)
+	walk = func(typ reflect.Type, path string) {
+		switch typ.Kind() {
+		case reflect.Struct:
+			for i := range typ.NumField() {
+				f := typ.Field(i)
+				walk(f.Type, path+"."+f.Name)
+			}
+		case reflect.Array:
+			walk(typ.Elem(), path+"[]")
+		case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+			reflect.Float32, reflect.Float64:
+		default:
+			t.Errorf("slot%s is a %s, which holds a pointer", path, typ.Kind())
+		}
+	}
+	walk(reflect.TypeFor[slot](), "")
+}
+
 // TestSlotsAligned: every table a shard makes, of minSlots up to 2^17
-// slots, starts on a cache line, so that each slot is one line. Without
-// newSlots the tables of 16 to 256 slots started mallocHeader bytes into
-// a line (checked: this test failed for them with make([]slot, n)).
+// slots, starts on a multiple of a slot's size, so that each slot is an
+// aligned pair of cache lines. A slot holds no pointer, so the allocator
+// puts no malloc header in front of a table (one that held pointers
+// started mallocHeader bytes into a line at 512 bytes to 32 KiB).
 func TestSlotsAligned(t *testing.T) {
 	var sh shard
 	sh.mu.Lock()
@@ -618,8 +652,8 @@ func TestSlotsAligned(t *testing.T) {
 		if len(tab.slots) != n || cap(tab.slots) != n || len(tab.tags) != n {
 			t.Fatalf("resize(%d): %d slots (capacity %d), %d tags", n, len(tab.slots), cap(tab.slots), len(tab.tags))
 		}
-		if off := uintptr(unsafe.Pointer(&tab.slots[0])) % cacheLine; off != 0 {
-			t.Errorf("a table of %d slots starts %d bytes into a cache line", n, off)
+		if off := uintptr(unsafe.Pointer(&tab.slots[0])) % unsafe.Sizeof(slot{}); off != 0 {
+			t.Errorf("a table of %d slots starts %d bytes into a slot's size", n, off)
 		}
 	}
 }
@@ -631,26 +665,6 @@ func TestShardsAligned(t *testing.T) {
 	for _, s := range []*Store{New(), NewLimited(1000)} {
 		if off := uintptr(unsafe.Pointer(&s.shards[0])) % cacheLine; off != 0 {
 			t.Errorf("a Store's shards start %d bytes into a cache line", off)
-		}
-	}
-}
-
-var headerSink []slot
-
-// TestMallocHeader: the runtime puts mallocHeader bytes in front of an
-// array of slots of more than 512 bytes up to 32 KiB, and nothing in
-// front of smaller or larger ones, as newSlots's padded assumes. When a
-// Go release changes that, newSlots must follow.
-func TestMallocHeader(t *testing.T) {
-	defer func() { headerSink = nil }()
-	for n := minSlots; n <= 1<<10; n *= 2 {
-		want := uintptr(0)
-		if size := n * int(unsafe.Sizeof(slot{})); size > 512 && size <= 32<<10-mallocHeader {
-			want = mallocHeader
-		}
-		headerSink = make([]slot, n) // on the heap, as a table is
-		if got := uintptr(unsafe.Pointer(&headerSink[0])) % cacheLine; got != want {
-			t.Errorf("make([]slot, %d) starts %d bytes into a cache line, want %d", n, got, want)
 		}
 	}
 }

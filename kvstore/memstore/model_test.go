@@ -51,7 +51,7 @@ import (
 //     the cost is at most the limit, and returns the counts before the add.
 
 // modelRule is a rule of the model: several share a name with different
-// lengths, and there are more than the pair and the inline cells hold.
+// lengths, and there are more than the pairs and the inline cells hold.
 type modelRule struct {
 	name   string
 	length time.Duration
