@@ -488,11 +488,56 @@ func (sh *shard) pairOf(s *slot, name string, length time.Duration) int {
 	if s.rule == [pairs]uint8{} {
 		return -1
 	}
-	rs := *sh.rules.Load()
-	for j, r := range s.rule {
+	return pairIn(*sh.rules.Load(), &s.rule, name, length)
+}
+
+// pairIn returns the index of the pair of rule that counts rule (name,
+// length), rs being the shard's rules, or -1.
+func pairIn(rs []ruleKey, rule *[pairs]uint8, name string, length time.Duration) int {
+	for j, r := range rule {
 		if r != 0 && rs[r-1].is(name, length) {
 			return j
 		}
+	}
+	return -1
+}
+
+// held returns the counter of bucket b in p, or nil.
+func (p *pair) held(b int64) *int64 {
+	switch b {
+	case p.bucket:
+		return &p.cur
+	case p.bucket - 1:
+		return &p.prev
+	}
+	return nil
+}
+
+// at returns the counter of bucket b in p, moving p on to b when b is
+// later (dropping the counts b can no longer read, so that rolling
+// buckets over allocates nothing); nil when b is older than p's previous
+// bucket.
+func (p *pair) at(b int64) *int64 {
+	switch d := b - p.bucket; {
+	case d == 0:
+		return &p.cur
+	case d == -1:
+		return &p.prev
+	case d == 1:
+		p.bucket, p.prev, p.cur = b, p.cur, 0
+		return &p.cur
+	case d > 1:
+		p.bucket, p.prev, p.cur = b, 0, 0
+		return &p.cur
+	}
+	return nil
+}
+
+// hint is the pair of slots[i] that known found (fast), or -1: none
+// found, look it up.
+func hint(fast bool, js *[2 * pairs]int8, i int) int {
+	if fast {
+		return int(js[i])
 	}
 	return -1
 }
@@ -540,24 +585,26 @@ func (sh *shard) dropCells(s *slot) {
 	}
 }
 
-// count returns the count of sl in s (0 when s is nil); s.mu must be held,
-// and sh.mu too when s has cells.
-func (sh *shard) count(s *slot, sl kvstore.Slot) int64 {
+// count returns the count of sl in s (0 when s is nil), j being sl's pair
+// when known found it, else -1; s.mu must be held, and sh.mu too when s
+// has cells.
+func (sh *shard) count(s *slot, sl kvstore.Slot, j int) int64 {
 	if s == nil {
 		return 0
 	}
-	if n := sh.held(s, sl); n != nil {
+	if n := sh.held(s, sl, j); n != nil {
 		return *n
 	}
 	return 0
 }
 
-// counter returns the counter of sl in s, making it when it is missing;
-// s.mu must be held, and sh.mu too unless known allowed the call. Moving a
-// pair on to a later bucket drops the counts that bucket can no longer
-// read, so rolling buckets over allocates nothing.
-func (sh *shard) counter(s *slot, sl kvstore.Slot) *int64 {
-	j := sh.pairOf(s, sl.Name, sl.Length)
+// counter returns the counter of sl in s, making it when it is missing, j
+// being sl's pair when known found it, else -1; s.mu must be held, and
+// sh.mu too unless known allowed the call.
+func (sh *shard) counter(s *slot, sl kvstore.Slot, j int) *int64 {
+	if j < 0 {
+		j = sh.pairOf(s, sl.Name, sl.Length)
+	}
 	if j < 0 && !sh.cellsOf(s).has(sl.Name, sl.Length) {
 		if f := s.freePair(); f >= 0 {
 			if r := sh.intern(sl.Name, sl.Length); r != 0 {
@@ -567,18 +614,8 @@ func (sh *shard) counter(s *slot, sl kvstore.Slot) *int64 {
 		}
 	}
 	if j >= 0 {
-		p := &s.pair[j]
-		switch d := sl.Bucket - p.bucket; {
-		case d == 0:
-			return &p.cur
-		case d == -1:
-			return &p.prev
-		case d == 1:
-			p.bucket, p.prev, p.cur = sl.Bucket, p.cur, 0
-			return &p.cur
-		case d > 1:
-			p.bucket, p.prev, p.cur = sl.Bucket, 0, 0
-			return &p.cur
+		if n := s.pair[j].at(sl.Bucket); n != nil {
+			return n
 		}
 		// Older than the pair's previous bucket: a lagging clock's
 		// write, kept as a cell.
@@ -688,54 +725,53 @@ func (sh *shard) unlockSlot(s *slot, i int) {
 
 // known returns k's slot, locked, when a call on slots may read and count
 // in it without the shard's lock: the slot holds k and has no cells, a
-// pair of the slot counts every slot's rule, and with any pair moved on
-// to the latest bucket written to it every slot of its rule is still in
-// it (so that no counter needs a new rule or a cell), no slot starts
-// after the time the shard has seen, and no sweep is due. Otherwise it
-// returns nil and the call takes the shard's lock.
-func (sh *shard) known(k ident, slots []kvstore.Slot) *slot {
+// pair of the slot counts every slot's rule (js[i] is slots[i]'s), and
+// with each pair moved on to the latest bucket written to it every slot
+// of its rule is still in it (so that no counter needs a new rule or a
+// cell), no slot starts after the time the shard has seen, and no sweep
+// is due. Otherwise it returns nil and the call takes the shard's lock.
+func (sh *shard) known(k ident, slots []kvstore.Slot, js *[2 * pairs]int8) *slot {
 	t := sh.tab.Load()
-	if t == nil {
+	if t == nil || len(slots) > len(js) {
 		return nil
 	}
 	s, _ := t.lookup(k)
 	if s == nil {
 		return nil
 	}
-	now := sh.now.Load()
-	ok := s.more == 0 && now < sh.nextSweep.Load()
-	// Of each pair, the lowest bucket a slot reads and the highest it
-	// may be moved on to.
-	var lo, hi [pairs]int64
-	for j := range lo {
-		lo[j], hi[j] = math.MaxInt64, s.pair[j].bucket
-	}
-	for _, x := range slots {
-		if !ok {
-			break
+	if now := sh.now.Load(); s.more == 0 && s.rule != [pairs]uint8{} && now < sh.nextSweep.Load() {
+		rs := *sh.rules.Load()
+		// The latest bucket each pair may be moved on to.
+		var hi [pairs]int64
+		for j := range hi {
+			hi[j] = s.pair[j].bucket
 		}
-		j := sh.pairOf(s, x.Name, x.Length)
-		if ok = j >= 0 && x.Bucket*int64(x.Length) <= now; ok {
-			lo[j], hi[j] = min(lo[j], x.Bucket), max(hi[j], x.Bucket)
+		ok := true
+		for i, x := range slots {
+			j := pairIn(rs, &s.rule, x.Name, x.Length)
+			if ok = j >= 0 && x.Bucket*int64(x.Length) <= now; !ok {
+				break
+			}
+			js[i], hi[j] = int8(j), max(hi[j], x.Bucket)
+		}
+		for i := 0; ok && i < len(slots); i++ {
+			ok = slots[i].Bucket >= hi[js[i]]-1
+		}
+		if ok {
+			return s
 		}
 	}
-	for j := range lo {
-		ok = ok && lo[j] >= hi[j]-1
-	}
-	if !ok {
-		s.mu.Unlock()
-		return nil
-	}
-	return s
+	s.mu.Unlock()
+	return nil
 }
 
 // write returns k's slot, locked, for a write to slots: without the
-// shard's lock (i < 0) when known allows it, else with the shard's lock
+// shard's lock (i < 0, slots' pairs in js) when known allows it, else with the shard's lock
 // held and the slot at index i, inserted when missing (ev counts an
 // eviction that made room). Unless insert is set, a missing identity is
 // not inserted: write returns nil, holding no lock.
-func (sh *shard) write(k ident, slots []kvstore.Slot, ev *atomic.Uint64, insert bool) (s *slot, i int) {
-	if s = sh.known(k, slots); s != nil {
+func (sh *shard) write(k ident, slots []kvstore.Slot, ev *atomic.Uint64, insert bool, js *[2 * pairs]int8) (s *slot, i int) {
+	if s = sh.known(k, slots, js); s != nil {
 		return s, -1
 	}
 	sh.mu.Lock()
@@ -791,7 +827,7 @@ func (s *Store) load(k ident, slots []kvstore.Slot, counts []int64) {
 		sl, _ = sh.locked(k)
 	}
 	for i, x := range slots {
-		counts[i] = sh.count(sl, x)
+		counts[i] = sh.count(sl, x, -1)
 	}
 	if sl != nil {
 		sl.mu.Unlock()
@@ -813,7 +849,8 @@ func (s *Store) add(k ident, slots []kvstore.Slot, costs []int64) {
 	// Taking back counts of an identity the store no longer holds (expired,
 	// or evicted) must not bring it back with a credit, nor evict another
 	// to make room for it.
-	sl, i := sh.write(k, slots, &s.evicted, !takeBack(costs))
+	var js [2 * pairs]int8
+	sl, i := sh.write(k, slots, &s.evicted, !takeBack(costs), &js)
 	if sl == nil {
 		return
 	}
@@ -821,7 +858,7 @@ func (s *Store) add(k ident, slots []kvstore.Slot, costs []int64) {
 		switch {
 		case costs[j] > 0:
 			// Saturated: a count wrapped negative reads as empty.
-			if n := sh.counter(sl, x); *n > math.MaxInt64-costs[j] {
+			if n := sh.counter(sl, x, hint(i < 0, &js, j)); *n > math.MaxInt64-costs[j] {
 				*n = math.MaxInt64
 			} else {
 				*n += costs[j]
@@ -830,7 +867,7 @@ func (s *Store) add(k ident, slots []kvstore.Slot, costs []int64) {
 			// Only a counter the identity holds is taken back from: a
 			// new one (or a reused cell) would be a credit, or wipe a
 			// count still read after a clock correction.
-			if n := sh.held(sl, x); n != nil {
+			if n := sh.held(sl, x, hint(i < 0, &js, j)); n != nil {
 				*n += costs[j]
 			}
 		}
@@ -838,15 +875,16 @@ func (s *Store) add(k ident, slots []kvstore.Slot, costs []int64) {
 	sh.done(sl, i, true, slots)
 }
 
-// held returns the counter of sl in s, or nil; s.mu must be held, and
-// sh.mu too when s has cells.
-func (sh *shard) held(s *slot, sl kvstore.Slot) *int64 {
-	if j := sh.pairOf(s, sl.Name, sl.Length); j >= 0 {
-		switch p := &s.pair[j]; sl.Bucket {
-		case p.bucket:
-			return &p.cur
-		case p.bucket - 1:
-			return &p.prev
+// held returns the counter of sl in s, or nil, j being sl's pair when
+// known found it, else -1; s.mu must be held, and sh.mu too when s has
+// cells.
+func (sh *shard) held(s *slot, sl kvstore.Slot, j int) *int64 {
+	if j < 0 {
+		j = sh.pairOf(s, sl.Name, sl.Length)
+	}
+	if j >= 0 {
+		if n := s.pair[j].held(sl.Bucket); n != nil {
+			return n
 		}
 	}
 	if cs := sh.cellsOf(s); cs != nil {
@@ -887,14 +925,14 @@ func (s *Store) addIf(k ident, conds []kvstore.Cond, counts []int64) bool {
 	sl, i := sh.insert(k, at, &s.evicted)
 	ok := true
 	for j, c := range conds {
-		counts[j] = sh.count(sl, c.Slot)
+		counts[j] = sh.count(sl, c.Slot, -1)
 		if counts[j] > c.Max {
 			ok = false
 		}
 	}
 	for j, c := range conds {
 		if ok && c.Add != 0 {
-			n := sh.counter(sl, c.Slot)
+			n := sh.counter(sl, c.Slot, -1)
 			*n += c.Add
 			counts[j] = *n
 		}
@@ -917,14 +955,15 @@ func (s *Store) Update(_ context.Context, id string, slots []kvstore.Slot, count
 
 func (s *Store) update(k ident, slots []kvstore.Slot, counts, costs []int64, a kvstore.Admitter) bool {
 	sh := s.shardOf(k)
-	sl, i := sh.write(k, slots, &s.evicted, true)
+	var js [2 * pairs]int8
+	sl, i := sh.write(k, slots, &s.evicted, true, &js)
 	for j, x := range slots {
-		counts[j] = sh.count(sl, x)
+		counts[j] = sh.count(sl, x, hint(i < 0, &js, j))
 	}
 	ok := a.Admit(counts)
 	for j, x := range slots {
 		if ok && costs[j] != 0 {
-			*sh.counter(sl, x) += costs[j]
+			*sh.counter(sl, x, hint(i < 0, &js, j)) += costs[j]
 		}
 	}
 	sh.done(sl, i, ok, slots)
@@ -980,11 +1019,11 @@ func (sh *shard) updateRule(k ident, r window.Rule, pos window.Pos, cost int64, 
 	cs := kvstore.Slot{Name: r.Name, Bucket: pos.Index, Length: r.Period}
 	sh.mu.Lock()
 	sl, i := sh.insert(k, cs.Bucket*int64(cs.Length), ev)
-	prev = sh.count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period})
-	cur = sh.count(sl, cs)
+	prev = sh.count(sl, kvstore.Slot{Name: r.Name, Bucket: pos.Index - 1, Length: r.Period}, -1)
+	cur = sh.count(sl, cs, -1)
 	ok = r.AdmitsAt(pos, prev, cur, cost)
 	if ok && cost != 0 {
-		*sh.counter(sl, cs) += cost
+		*sh.counter(sl, cs, -1) += cost
 	}
 	sh.unlockSlot(sl, i)
 	if ok {

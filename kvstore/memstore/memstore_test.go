@@ -385,10 +385,10 @@ func TestHashCollisionsProbe(t *testing.T) {
 	kb := ident{ka.h, ka.h2 + 1} // same h: the slot after a's
 	sh.mu.Lock()
 	a, i := sh.insert(ka, 0, &s.evicted)
-	*sh.counter(a, minuteSlot(t0)) = 3
+	*sh.counter(a, minuteSlot(t0), -1) = 3
 	a.mu.Unlock()
 	b, j := sh.insert(kb, 0, &s.evicted)
-	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute))) = 5 // long expired
+	*sh.counter(b, minuteSlot(t0.Add(-10*time.Minute)), -1) = 5 // long expired
 	b.mu.Unlock()
 	if i == j || sh.find(ka) != i || sh.find(kb) != j {
 		t.Fatal("colliding identities not told apart")
@@ -400,7 +400,7 @@ func TestHashCollisionsProbe(t *testing.T) {
 	if sh.find(kb) >= 0 {
 		t.Error("expired colliding identity not swept")
 	}
-	if a := slotOf(sh, ka); a == nil || sh.count(a, minuteSlot(t0)) != 3 {
+	if a := slotOf(sh, ka); a == nil || sh.count(a, minuteSlot(t0), -1) != 3 {
 		t.Error("live colliding identity lost in the sweep")
 	}
 }
@@ -419,7 +419,7 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 		}
 		for k := range n {
 			s, _ := sh.insert(hash(k), 0, nil)
-			*sh.counter(s, minuteSlot(t0)) = int64(k + 1)
+			*sh.counter(s, minuteSlot(t0), -1) = int64(k + 1)
 			s.mu.Unlock()
 		}
 		gone := map[int]bool{}
@@ -444,7 +444,7 @@ func TestRemoveKeepsProbeRuns(t *testing.T) {
 				switch {
 				case gone[k] && s != nil:
 					t.Fatalf("seed %d: removed id-%d still found", seed, k)
-				case !gone[k] && (s == nil || sh.count(s, minuteSlot(t0)) != int64(k+1)):
+				case !gone[k] && (s == nil || sh.count(s, minuteSlot(t0), -1) != int64(k+1)):
 					t.Fatalf("seed %d: id-%d lost after removing %d identities", seed, k, len(gone))
 				}
 			}
