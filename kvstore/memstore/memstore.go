@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/window"
@@ -156,8 +157,12 @@ type ruleKey struct {
 	refs   int
 }
 
+// is reports whether k is rule (name, length). The limiter passes a rule's
+// configured name, the string k was interned with: comparing the bytes'
+// addresses first spares a call to compare them.
 func (k *ruleKey) is(name string, length time.Duration) bool {
-	return k.length == length && k.name == name
+	return k.length == length && len(k.name) == len(name) &&
+		(unsafe.StringData(k.name) == unsafe.StringData(name) || k.name == name)
 }
 
 // slot holds every counter of one identity, so that all of its rules are
