@@ -18,7 +18,8 @@ import (
 )
 
 // maxLocalIdentities bounds the instance's memory store of local-scope
-// limits (about 340 bytes an identity, so some 34 MB when full): beyond, a
+// limits (about 345 bytes of table an identity at this bound, which hold
+// up to four limits, so some 34 MB when full): beyond, a
 // new identity evicts the one that counts least per unit of time
 // (memstore.NewLimited). An instance
 // serves one request at a time, so a short local window holds far fewer.

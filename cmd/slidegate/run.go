@@ -230,8 +230,8 @@ type serveFlags struct {
 // once its header has come.
 const defaultOriginTimeout = time.Minute
 
-// defaultMaxIdentities bounds each memory store: about 340 bytes an
-// identity for a minute-and-day plan, so some 340 MB of live heap when full.
+// defaultMaxIdentities bounds each memory store: about 280 bytes an
+// identity under up to four limits, so some 280 MB of live heap when full.
 const defaultMaxIdentities = 1_000_000
 
 // evictionReport is how often serve logs the identities its memory stores
