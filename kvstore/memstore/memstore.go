@@ -962,13 +962,30 @@ func (s *Store) update(k ident, slots []kvstore.Slot, counts, costs []int64, a k
 	sh := s.shardOf(k)
 	var js [2 * pairs]int8
 	sl, i := sh.write(k, slots, &s.evicted, true, &js)
+	if i < 0 {
+		// known: every slot is in its pair, js.
+		for j, x := range slots {
+			counts[j] = 0
+			if n := sl.pair[js[j]].held(x.Bucket); n != nil {
+				counts[j] = *n
+			}
+		}
+		ok := a.Admit(counts)
+		for j, x := range slots {
+			if ok && costs[j] != 0 {
+				*sl.pair[js[j]].at(x.Bucket) += costs[j]
+			}
+		}
+		sl.mu.Unlock()
+		return ok
+	}
 	for j, x := range slots {
-		counts[j] = sh.count(sl, x, hint(i < 0, &js, j))
+		counts[j] = sh.count(sl, x, -1)
 	}
 	ok := a.Admit(counts)
 	for j, x := range slots {
 		if ok && costs[j] != 0 {
-			*sh.counter(sl, x, hint(i < 0, &js, j)) += costs[j]
+			*sh.counter(sl, x, -1) += costs[j]
 		}
 	}
 	sh.done(sl, i, ok, slots)
