@@ -22,7 +22,8 @@ import (
 // and compares every answer. All identities live in one shard, so that
 // their probe runs, removals, the table's growth and shrinking, and the
 // shard's table of pair rules (more than maxRules of them with the crowd
-// operation) act on each other.
+// operation) act on each other. After every operation the shard's
+// invariants hold (checkShard).
 //
 // The reference knows only the contract:
 //   - time is the latest bucket start written, moved on only by the
@@ -369,6 +370,10 @@ func runModel(t *testing.T, data []byte) {
 			h.crowd()
 		case opTakeBack:
 			h.takeBack()
+		}
+		sh, _ := s.shard(ids[0])
+		if checkShard(t, sh); t.Failed() {
+			h.fatalf("the shard's invariants do not hold")
 		}
 	}
 	h.checkAll(false)
