@@ -23,9 +23,9 @@ import (
 // slot and then on the hex string it compared, an allocation of its own,
 // before the limiter and the store read the identity's bytes (another
 // miss, which remains). The identities stay strings of their own, not
-// bytes of the table: the memory store keeps an identity's string for as
-// long as it counts for it, and a string into the table would keep the
-// whole table alive, one per configuration reloaded.
+// bytes of the table: the limiter's deny cache keeps a refused key's
+// identity for as long as its denial lasts, and a string into the table
+// would keep the whole table alive, one per configuration reloaded.
 type keyTable struct {
 	recs []keyRec // a power of two of them, at most half in use; nil: no key
 }

@@ -30,11 +30,10 @@ func (h *Handler) ipID(r *http.Request) string {
 		// The client is read from X-Forwarded-For: nothing to keep.
 		return ipIdentity(h.behind(peer, r), h.v6bits)
 	}
-	// The identity is a string of its own: a memory store keeps the
-	// string it first counted an identity under for as long as it holds
-	// the identity (memstore's slot.id), and bytes of the entry would keep
-	// the entry and its RemoteAddr with it: some 90 bytes more per IP
-	// identity than the 340 or so --max-identities is sized by (README).
+	// The identity is a string of its own: the limiter's deny cache keeps
+	// the string of a refused client for as long as the denial lasts (the
+	// memory store keeps hashes of it, not the string), and bytes of the
+	// entry would keep the entry and its RemoteAddr with it.
 	e := &peerID{remote: r.RemoteAddr, id: ipIdentity(peer, h.v6bits)}
 	slot.Store(e)
 	return e.id

@@ -61,11 +61,11 @@ func TestPeerIdentityKept(t *testing.T) {
 }
 
 // TestPeerIdentityOwnString: the identity ipID keeps for a peer is a
-// string of its own, which the memory store keeps as long as it counts
-// the identity (memstore's slot.id): made over the table entry's bytes,
-// it kept the entry and its RemoteAddr alive with it once another peer
-// had taken the slot, some 90 bytes a counted IP more than
-// --max-identities is sized by.
+// string of its own, which whoever keeps the identity (the limiter's deny
+// cache, while the client is refused; the memory store kept it too before
+// it kept hashes) may hold: made over the table entry's bytes, it kept the
+// entry and its RemoteAddr alive with it once another peer had taken the
+// slot.
 func TestPeerIdentityOwnString(t *testing.T) {
 	f := newFixture(t, testConfig(t, nil), nil)
 	const a = "192.0.2.1:1"
