@@ -15,7 +15,9 @@ const (
 // limitMemory sets the Go runtime's soft memory limit below the function's
 // memory and returns it (0: left as it was). An instance whose caches are
 // full (maxLocalIdentities local identities, the store's
-// dynamostore.DefaultCacheSize and the deny cache) holds about 47 MB live;
+// dynamostore.DefaultCacheSize and the deny cache) held about 47 MB live
+// (up to about 62 MB since the memory store's slots took 280 bytes for
+// any identity: docs/lambda.md);
 // the collector's default goal doubles that, and the instance, 147 MB at
 // its peak, was killed by Lambda at 128 MB, losing its counts and caches.
 // With the limit the collector works harder near it instead. The limit
