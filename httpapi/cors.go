@@ -42,14 +42,22 @@ func (h *Handler) corsOrigin(r *http.Request) string {
 	return ""
 }
 
-// allowCORS lets the page of r's Origin read an answer the pre-filter
-// writes itself (a 429, a 503), when cors_origins allows that origin: the
-// browser otherwise reports a network error, and the page cannot honour
-// Retry-After. A listed origin may read it with credentials too: the
-// answer holds only the rate-limit state of the request.
-func (h *Handler) allowCORS(hd http.Header, r *http.Request) {
+// AllowCORS sets on hd the CORS fields of an answer slidegate writes
+// itself to r rather than the origin's (a 429, a 503; a 502 or 504 for an
+// origin that failed, the proxy's 400 and 408, the Lambda adapter's 502s),
+// when cors_origins allows r's Origin: Access-Control-Allow-Origin,
+// -Allow-Credentials for a listed origin, and -Expose-Headers naming the
+// rate-limit fields. The browser otherwise reports a network error, and
+// the page cannot honour Retry-After or tell a failing origin from a
+// failing network. A listed origin may read such an answer with
+// credentials too: it holds only the rate-limit state of the request. With
+// a listed origin in cors_origins, a request with an Origin gets Vary:
+// Origin, unless hd's Vary names it already. A platform adapter that
+// answers in place of the handler (the Lambda's) calls it for r; it is
+// safe for concurrent use.
+func (h *Handler) AllowCORS(hd http.Header, r *http.Request) {
 	o := h.corsOrigin(r)
-	if h.cors != nil && r.Header.Get("Origin") != "" {
+	if h.cors != nil && r.Header.Get("Origin") != "" && !listed(hd["Vary"], "Origin") {
 		hd.Add("Vary", "Origin") // listed origins get answers of their own
 	}
 	if o == "" {

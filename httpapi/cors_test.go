@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -287,5 +290,152 @@ func TestCORSVaryOnOriginAnswers(t *testing.T) {
 				t.Errorf("Vary %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// wrappedWriter is a ResponseWriter over another that lets
+// http.ResponseController reach it (Unwrap), as the local server's
+// closeUnread and silentWriter do between the Handler and its proxy.
+type wrappedWriter struct{ http.ResponseWriter }
+
+func (w wrappedWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// TestCORSOnAnswersInsteadOfOrigin: the answers slidegate writes itself on
+// a request it admitted, in place of the origin's (the proxy's 502 for an
+// origin it cannot reach, its 504 for one that does not answer in time,
+// its 400 for an Upgrade it refuses, its 408 for a client whose body did
+// not come), carry the CORS fields of the pre-filter's 429: a page of a
+// listed origin reads them and their rate-limit fields, where the browser
+// reported a network error; other pages get none. It holds with the
+// local server's writers between the Handler and the proxy (Unwrap). An
+// answer the origin wrote itself, a 502 too, keeps what settle gives an
+// origin's answer: nothing when it shares none, Expose-Headers once when
+// it does.
+func TestCORSOnAnswersInsteadOfOrigin(t *testing.T) {
+	const app = "https://app.example.com"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := ln.Addr().String()
+	_ = ln.Close() // nothing listens there now: connections are refused
+	timedOut := roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return nil, &url.Error{Op: "Get", URL: "http://origin.test", Err: &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr(true)}}
+	})
+	bodyFails := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		_, err := io.ReadAll(r.Body)
+		return nil, err
+	})
+	answers := func(status int, share string) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			hd := http.Header{"Content-Type": {"application/problem+json"}}
+			if share != "" {
+				hd.Set("Access-Control-Allow-Origin", share)
+			}
+			return &http.Response{StatusCode: status, Header: hd, Body: io.NopCloser(strings.NewReader(`{"status":502}`)), Request: r}, nil
+		})
+	}
+	kinds := []struct {
+		name      string
+		origin    *url.URL
+		transport http.RoundTripper // nil: the proxy's own
+		edit      func(r *http.Request)
+		status    int
+		ours      bool // the answer is slidegate's, not the origin's
+		shared    bool // the origin shares its answer with any page
+	}{
+		{"unreachable", &url.URL{Scheme: "http", Host: refused}, nil, nil, http.StatusBadGateway, true, false},
+		{"timed out", nil, timedOut, nil, http.StatusGatewayTimeout, true, false},
+		{"Upgrade refused", nil, answers(200, ""), func(r *http.Request) {
+			r.Header.Set("Connection", "Upgrade")
+			r.Header.Set("Upgrade", "web\xe9socket")
+		}, http.StatusBadRequest, true, false},
+		{"client body timed out", nil, bodyFails, func(r *http.Request) {
+			r.Method, r.ContentLength = http.MethodPost, -1
+			r.Body = io.NopCloser(&failingBody{err: &net.OpError{Op: "read", Net: "tcp", Err: timeoutErr(true)}})
+		}, http.StatusRequestTimeout, true, false},
+		{"origin's 502", nil, answers(http.StatusBadGateway, ""), nil, http.StatusBadGateway, false, false},
+		{"origin's 502, shared", nil, answers(http.StatusBadGateway, "*"), nil, http.StatusBadGateway, false, true},
+	}
+	pages := []struct {
+		name    string
+		origins []any
+		origin  string
+		allow   string // Access-Control-Allow-Origin of slidegate's answer
+		vary    string // its Vary
+	}{
+		{"listed", []any{app}, app, app, "Origin"},
+		{"not listed", []any{app}, "https://evil.example", "", "Origin"},
+		{"any", []any{"*"}, app, "*", ""},
+		{"none configured", nil, app, "", ""},
+	}
+	for _, k := range kinds {
+		for _, pg := range pages {
+			for _, wrapped := range []bool{false, true} {
+				name := k.name + "/" + pg.name
+				if wrapped {
+					name += "/wrapped"
+				}
+				t.Run(name, func(t *testing.T) {
+					target := k.origin
+					if target == nil {
+						target = &url.URL{Scheme: "http", Host: "origin.test"}
+					}
+					p := NewProxy(target, nil, nil)
+					if k.transport != nil {
+						p.Transport = k.transport
+					}
+					var next http.Handler = p
+					if wrapped {
+						next = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.ServeHTTP(wrappedWriter{w}, r) })
+					}
+					f := newFixture(t, testConfig(t, func(m map[string]any) {
+						if pg.origins != nil {
+							m["cors_origins"] = pg.origins
+						}
+					}), func(o *Options) { o.Next = next })
+					r := httptest.NewRequest(http.MethodGet, "http://slidegate.test/api", nil)
+					r.RemoteAddr = "192.0.2.1:51000"
+					r.Header.Set("Origin", pg.origin)
+					if k.edit != nil {
+						k.edit(r)
+					}
+					w := httptest.NewRecorder()
+					f.h.ServeHTTP(w, r)
+					if w.Code != k.status {
+						t.Fatalf("status %d, want %d: %s", w.Code, k.status, w.Body)
+					}
+					wantHeader(t, w, "X-RateLimit-Remaining", "2") // admitted and counted
+					allow, creds, vary, expose := "", "", []string(nil), []string(nil)
+					switch {
+					case k.ours:
+						allow = pg.allow
+						if pg.vary != "" {
+							vary = []string{pg.vary}
+						}
+					case k.shared:
+						// settle's treatment of an answer the origin shares.
+						allow = "*"
+						if pg.origins != nil {
+							vary = []string{"Origin"}
+						}
+					}
+					if allow != "" && (k.ours || pg.allow != "") {
+						expose = []string{exposed}
+					}
+					if k.ours && allow != "" && allow != "*" {
+						creds = "true"
+					}
+					wantHeader(t, w, "Access-Control-Allow-Origin", allow)
+					wantHeader(t, w, "Access-Control-Allow-Credentials", creds)
+					if got := w.Header().Values("Access-Control-Expose-Headers"); !slices.Equal(got, expose) {
+						t.Errorf("Access-Control-Expose-Headers %q, want %q", got, expose)
+					}
+					if got := w.Header().Values("Vary"); !slices.Equal(got, vary) {
+						t.Errorf("Vary %q, want %q", got, vary)
+					}
+				})
+			}
+		}
 	}
 }

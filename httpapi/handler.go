@@ -638,7 +638,7 @@ var verdicts = sync.Pool{New: func() any { return new(verdict) }}
 func (h *Handler) filter(w http.ResponseWriter, r *http.Request) {
 	if own, remaining, ok := h.admit(w, r); ok {
 		h.forOrigin(r.Header)
-		serveOrigin(h.next, w, r, own, remaining, h.corsOrigin(r) != "", h.cors != nil || h.corsAny)
+		h.serveOrigin(w, r, own, remaining)
 	}
 }
 
@@ -699,7 +699,7 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 		h.logDenied(r, id, p, cost, v)
 	}
 	if !h.shadow {
-		h.allowCORS(hd, r)
+		h.AllowCORS(hd, r)
 		writeTooMany(w, p, v)
 		return nil, 0, false
 	}
@@ -719,7 +719,7 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 	}
 	h.logStoreError(r, err, action, id, p)
 	if deny {
-		h.allowCORS(w.Header(), r)
+		h.AllowCORS(w.Header(), r)
 		w.Header().Set(StoreHeader, StoreErrorDenied)
 		writeProblem(w, http.StatusServiceUnavailable, "the rate-limit store is unavailable and on_store_error is deny", nil)
 		return false

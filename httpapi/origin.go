@@ -44,6 +44,10 @@ const nDecided = 5
 //     rather than add to it, replacing the pre-filter's value (httprate
 //     and most Go middleware do): the pre-filter's goes back in front of
 //     the origin's, which is then settled as if it had been added.
+//   - When the origin did not answer, the answer written in its place is
+//     slidegate's own (oursInstead): it gets the CORS fields of the
+//     pre-filter's 429, not those settle gives an answer the origin
+//     shared.
 type originWriter struct {
 	http.ResponseWriter
 	// remaining is the pre-filter's X-RateLimit-Remaining; unused when it
@@ -62,6 +66,11 @@ type originWriter struct {
 	// varyOrigin: cors_origins is set, so that whether an answer the
 	// origin shares gains the rate-limit fields depends on Origin.
 	varyOrigin bool
+	// ours: the final answer is slidegate's own, written in place of the
+	// origin's (oursInstead); h and r give it its CORS fields.
+	ours bool
+	h    *Handler
+	r    *http.Request
 }
 
 // Fields returns the canonical names of the response fields the
@@ -73,13 +82,16 @@ func Fields() []string { return slices.Clone(ownHeaders[:]) }
 
 var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 
-// serveOrigin hands r to next through an originWriter over w; own holds
+// serveOrigin hands r to h.next through an originWriter over w; own holds
 // the values setHeaders set and returned, remaining the pre-filter's
-// X-RateLimit-Remaining (nil and negative: none); cors says r's Origin is
-// in cors_origins, varyOrigin that cors_origins is set.
-func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64, cors, varyOrigin bool) {
+// X-RateLimit-Remaining (nil and negative: none).
+func (h *Handler) serveOrigin(w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64) {
 	ow := originWriters.Get().(*originWriter)
-	*ow = originWriter{ResponseWriter: w, remaining: remaining, cors: cors, varyOrigin: varyOrigin}
+	*ow = originWriter{
+		ResponseWriter: w, remaining: remaining,
+		cors: h.corsOrigin(r) != "", varyOrigin: h.cors != nil || h.corsAny,
+		h: h, r: r,
+	}
 	if own != nil {
 		// In ownHeaders' order: the trio, RateLimit-Policy, RateLimit.
 		ow.own[0], ow.own[1], ow.own[2], ow.own[3], ow.own[4] = own[2], own[3], own[4], own[0], own[1]
@@ -88,7 +100,7 @@ func serveOrigin(next http.Handler, w http.ResponseWriter, r *http.Request, own 
 		*ow = originWriter{}
 		originWriters.Put(ow)
 	}()
-	next.ServeHTTP(ow, r)
+	h.next.ServeHTTP(ow, r)
 	// A handler that wrote no final status leaves it to the server (200)
 	// or to the Lambda adapter, which send the header map as it is now.
 	ow.settle()
@@ -206,7 +218,7 @@ func (w *originWriter) settle() {
 	if fields[3] != nil && fields[4] != nil {
 		settleLists(hd, fields[3], fields[4])
 	}
-	if !w.cors && !w.varyOrigin || len(hd["Access-Control-Allow-Origin"]) == 0 {
+	if w.ours || !w.cors && !w.varyOrigin || len(hd["Access-Control-Allow-Origin"]) == 0 {
 		return
 	}
 	if w.cors {
@@ -219,6 +231,40 @@ func (w *originWriter) settle() {
 		// the origin's own answer does not (Access-Control-Allow-Origin:
 		// *): a cache must not give one page's answer to another.
 		hd["Vary"] = append(hd["Vary"], "Origin")
+	}
+}
+
+// corsFields are the CORS fields of an answer (AllowCORS sets them).
+var corsFields = [...]string{"Access-Control-Allow-Origin", "Access-Control-Allow-Credentials", "Access-Control-Expose-Headers"}
+
+// oursInstead says that the answer about to be written through w is
+// slidegate's own, in place of the origin's that did not come (OriginFailed's
+// 502 or 504, the proxy's 400 for an Upgrade it refused, clientBodyFailed's
+// 408 or 400): when w is, or wraps (Unwrap, as http.ResponseController
+// walks it), the originWriter of a request the pre-filter admitted, the
+// answer gets the CORS fields of the pre-filter's own 429 (AllowCORS), and
+// settle leaves them alone, as no origin shared the answer. The origin's
+// CORS fields go first: the Worker's 502 for a 101 it cannot pass on has
+// the origin's fields of that 101 in the map. The Handler knows
+// cors_origins; OriginFailed, which the Worker's proxy calls too, does
+// not. Any other writer (an answer of a proxy used without the Handler) is
+// left alone.
+func oursInstead(w http.ResponseWriter) {
+	for {
+		switch x := w.(type) {
+		case *originWriter:
+			x.ours = true
+			hd := x.ResponseWriter.Header()
+			for _, k := range corsFields {
+				delete(hd, k)
+			}
+			x.h.AllowCORS(hd, x.r)
+			return
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return
+		}
 	}
 }
 

@@ -33,7 +33,9 @@ import (
 // not answer in time a 504 (both logged at level ERROR); a client that
 // went away before the origin answered is logged at level INFO, as it is
 // no fault of the origin's, and so is a client whose body failed while it
-// was sent on, which gets a 408 or a 400 (clientBodyFailed). The proxy's
+// was sent on, which gets a 408 or a 400 (clientBodyFailed). Behind the
+// Handler, these answers of the proxy's own carry the CORS fields of its
+// 429 (AllowCORS); the origin's answers keep the origin's. The proxy's
 // other complaints (a response body cut short) go to log too, at level
 // WARN, not to the standard logger. A nil log discards them. The
 // Transport is an *http.Transport of the proxy's own: the caller may set
@@ -122,6 +124,7 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 				// the client's doing, no origin error to log (one at
 				// ERROR per such request, at the will of any client).
 				const reason = "names a protocol with a byte that is not printable ASCII"
+				oursInstead(w)
 				writeProblem(w, http.StatusBadRequest, "the Upgrade field "+reason, []invalidParam{{Name: "Upgrade", Reason: reason}})
 				return
 			}
@@ -226,6 +229,7 @@ func clientBodyFailed(log Logger, w http.ResponseWriter, r *http.Request, err er
 		log.InfoContext(r.Context(), "client failed to send its request body", "error", Logged(err.Error()), "status", status, "method", Logged(r.Method), "path", Logged(r.URL.Path))
 	}
 	w.Header().Set("Connection", "close")
+	oursInstead(w)
 	writeProblem(w, status, detail, nil)
 }
 
@@ -257,7 +261,9 @@ func unprintableUpgrade(hd http.Header) bool {
 // origin timed out, else a 502; at INFO when the client had closed its
 // connection (nobody reads the answer, and the origin did nothing wrong),
 // else at ERROR. The local server's proxy and the Worker's both answer
-// with it.
+// with it. Through the Handler's writer (w is, or wraps, that of a request
+// the pre-filter admitted), the answer carries the CORS fields of the
+// pre-filter's 429 (oursInstead): a page may read it.
 func OriginFailed(log Logger, w http.ResponseWriter, r *http.Request, err error) {
 	status, detail := http.StatusBadGateway, "the origin did not answer"
 	// errors.As would do, but it links ~10 KB of reflection into the
@@ -277,6 +283,7 @@ func OriginFailed(log Logger, w http.ResponseWriter, r *http.Request, err error)
 	default:
 		log.ErrorContext(r.Context(), "origin error", "error", Logged(err.Error()), "status", status, "method", Logged(r.Method), "path", Logged(r.URL.Path))
 	}
+	oursInstead(w)
 	writeProblem(w, status, detail, nil)
 }
 

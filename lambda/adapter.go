@@ -63,7 +63,10 @@ type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.Lambd
 // h a 500, a body too large for Lambda or cut short (h panicked with
 // http.ErrAbortHandler) a 502. The request h gets ends reserve before the
 // invocation does, so that h's answer to a slow origin (a 504) is returned.
+// When h gives its own answers CORS fields (an *httpapi.Handler with
+// cors_origins), the adapter's 502s get them too.
 func Adapt(h http.Handler) Handler {
+	cors, _ := h.(corsSetter)
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.LambdaFunctionURLResponse, error) {
 		if end, ok := ctx.Deadline(); ok {
 			var cancel context.CancelFunc
@@ -85,14 +88,40 @@ func Adapt(h http.Handler) Handler {
 			// does when the origin's body breaks off. What it wrote is
 			// not the answer.
 			originLost(r, "the response was cut short")
-			return keep(problem(http.StatusBadGateway, "the response was cut short"), w.header), nil
+			return share(keep(problem(http.StatusBadGateway, "the response was cut short"), w.header), cors, r), nil
 		}
 		res := w.response()
 		if w.tooLarge {
 			originLost(r, "the response is too large for AWS Lambda")
+			res = share(res, cors, r)
 		}
 		return res, nil
 	}
+}
+
+// corsSetter is what the adapter asks of its handler: the CORS fields of
+// an answer slidegate writes itself (httpapi.Handler's AllowCORS).
+type corsSetter interface {
+	AllowCORS(hd http.Header, r *http.Request)
+}
+
+// share gives res, a 502 the adapter answers to r in place of the
+// origin's, the CORS fields the handler gives its own answers (cors nil:
+// none), as the pre-filter does for its 502 and 504 of an origin that
+// failed before it answered: without them a page of an origin in
+// cors_origins sees a network error, not the 502 and its rate-limit
+// fields. The origin's own CORS fields were those of the answer that was
+// not returned: keep took none of them.
+func share(res events.LambdaFunctionURLResponse, cors corsSetter, r *http.Request) events.LambdaFunctionURLResponse {
+	if cors == nil {
+		return res
+	}
+	hd := http.Header{}
+	cors.AllowCORS(hd, r)
+	for k, vs := range hd {
+		res.Headers[k] = strings.Join(vs, ",")
+	}
+	return res
 }
 
 // originLost logs the ERROR line of a 502 the adapter answers in place of

@@ -375,24 +375,32 @@ func problemOf(t *testing.T, res *http.Response, body string) (status int, detai
 	return p.Status, p.Detail
 }
 
+// downOrigins returns the URLs of an origin whose port refuses
+// connections and of one that takes requests and answers none until the
+// test ends.
+func downOrigins(t *testing.T) (refused, hanging string) {
+	t.Helper()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close() // its port refuses connections now
+	hung := make(chan struct{})
+	h := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hung:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(h.Close)
+	t.Cleanup(func() { close(hung) }) // before h.Close, which waits for its handlers
+	return closed.URL, h.URL
+}
+
 // TestServeOriginFailures: an origin that refuses connections, or closes
 // them without an answer, is a 502, one that accepts the request and never answers a 504 after
 // --origin-timeout (here short; the default is a minute), not a client
 // left waiting. Both are problem+json with the rate-limit headers, logged
 // as origin errors, and leave the client's connection usable.
 func TestServeOriginFailures(t *testing.T) {
-	closed := httptest.NewServer(http.NotFoundHandler())
-	closed.Close() // its port refuses connections now
-	hung := make(chan struct{})
-	defer close(hung)
-	hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-hung:
-		case <-r.Context().Done():
-		}
-	}))
-	defer hanging.Close()
-
+	closed, hanging := downOrigins(t)
 	hangUp, err := net.Listen("tcp", "127.0.0.1:0") // accepts and closes at once
 	if err != nil {
 		t.Fatal(err)
@@ -413,9 +421,9 @@ func TestServeOriginFailures(t *testing.T) {
 		status       int
 		detail       string
 	}{
-		{"refused", closed.URL, http.StatusBadGateway, "the origin did not answer"},
+		{"refused", closed, http.StatusBadGateway, "the origin did not answer"},
 		{"hangs up", "http://" + hangUp.Addr().String(), http.StatusBadGateway, "the origin did not answer"},
-		{"hanging", hanging.URL, http.StatusGatewayTimeout, "the origin did not answer in time"},
+		{"hanging", hanging, http.StatusGatewayTimeout, "the origin did not answer in time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
