@@ -19,7 +19,12 @@ func TestRangeBounds(t *testing.T) {
 	}{
 		{"ipv6_prefix 128", `{"identity": {"ipv6_prefix": 128}}`, "", nil},
 		{"ipv6_prefix 129", `{"identity": {"ipv6_prefix": 129}}`, "identity.ipv6_prefix", ErrRange},
-		{"ipv6_prefix 1", `{"identity": {"ipv6_prefix": 1}}`, "", nil},
+		// ipv6_prefix: a prefix shorter than a site's /48 counts many
+		// sites as one client.
+		{"ipv6_prefix 48", `{"identity": {"ipv6_prefix": 48}}`, "", nil},
+		{"ipv6_prefix 47", `{"identity": {"ipv6_prefix": 47}}`, "identity.ipv6_prefix", ErrRange},
+		{"ipv6_prefix 8", `{"identity": {"ipv6_prefix": 8}}`, "identity.ipv6_prefix", ErrRange},
+		{"ipv6_prefix 1", `{"identity": {"ipv6_prefix": 1}}`, "identity.ipv6_prefix", ErrRange},
 		{"limit name of 64 characters", `{"ip_limits": [{"name": "` + name64 + `", "limit": 5, "window": "1s"}]}`, "", nil},
 		{"limit name of 65 characters", `{"ip_limits": [{"name": "` + name65 + `", "limit": 5, "window": "1s"}]}`, "ip_limits[0].name", ErrName},
 		{"plan name of 64 characters", `{"default_plan": "` + name64 + `", "plans": {"` + name64 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "", nil},

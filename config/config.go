@@ -128,8 +128,9 @@ type Identity struct {
 	// name itself in X-Forwarded-For; so is a CIDR with bits set past its
 	// length (10.0.0.5/24: the network, or the one address?).
 	TrustedProxies []string `json:"trusted_proxies"`
-	// IPv6Prefix groups IPv6 clients by this many leading bits, 1 to 128:
-	// one household or host usually holds a whole /64. Zero means 64.
+	// IPv6Prefix groups IPv6 clients by this many leading bits,
+	// MinIPv6Prefix (48) to 128: one household or host usually holds a
+	// whole /64, and a site a /48 at most. Zero means 64.
 	IPv6Prefix int `json:"ipv6_prefix"`
 	// UnlistedKeys says who a request is, with an API key that is not in
 	// APIKeys: "key" (the key is its own identity, with DefaultPlan: a

@@ -183,7 +183,7 @@ func TestReadmeReferenceBounds(t *testing.T) {
 		{"ip_limits", "Up to " + strconv.Itoa(MaxRules) + " limits"},
 		{"plans.P.limits[i].limit", "1 to " + strconv.FormatInt(MaxLimit, 10)},
 		{"plans.P.limits[i].window", "at most `" + fmtHours(MaxWindow) + "`"},
-		{"identity.ipv6_prefix", "1 to 128"},
+		{"identity.ipv6_prefix", strconv.Itoa(MinIPv6Prefix) + " to 128"},
 		{"check_token", "at least " + strconv.Itoa(MinCheckToken) + " characters"},
 		{"store_timeout", "from `" + MinStoreTimeout.String() + "` to `" + MaxStoreTimeout.String() + "`"},
 		{"plans", "1–64 of `A-Z a-z 0-9 . _ -`"},

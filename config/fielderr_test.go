@@ -61,6 +61,7 @@ func TestEveryFieldErrorNamesFieldAndValue(t *testing.T) {
 		{"ipv6_prefix wrong type", `{"identity": {"ipv6_prefix": "64"}}`, "identity.ipv6_prefix", `"64"`, ErrType},
 		{"ipv6_prefix negative", `{"identity": {"ipv6_prefix": -1}}`, "identity.ipv6_prefix", "-1", ErrRange},
 		{"ipv6_prefix too large", `{"identity": {"ipv6_prefix": 129}}`, "identity.ipv6_prefix", "129", ErrRange},
+		{"ipv6_prefix too short", `{"identity": {"ipv6_prefix": 32}}`, "identity.ipv6_prefix", "32", ErrRange},
 		{"unlisted_keys word", `{"identity": {"unlisted_keys": "IP"}}`, "identity.unlisted_keys", `"IP"`, ErrValue},
 		{"unlisted_keys wrong type", `{"identity": {"unlisted_keys": false}}`, "identity.unlisted_keys", "false", ErrType},
 		{"ip_limits wrong type", `{"ip_limits": {}}`, "ip_limits", "object", ErrType},

@@ -199,7 +199,7 @@ func fuzzBounds(c *Config) string {
 			return "trusted proxy " + s
 		}
 	}
-	if p := c.Identity.IPv6Prefix; p < 1 || p > 128 {
+	if p := c.Identity.IPv6Prefix; p < 48 || p > 128 {
 		return "ipv6_prefix"
 	}
 	if u := c.Identity.UnlistedKeys; u != "key" && u != "ip" {
@@ -460,7 +460,7 @@ func TestURLWithoutHostRefused(t *testing.T) {
 // configuration is either accepted, and then within the README's bounds,
 // or refused by an error that names exactly that field.
 func FuzzNumberValue(f *testing.F) {
-	for i, n := range []string{"60", "1e2", "5.0", "-0", "999999999999999", "1E15", "9223372036854775808", "0.5e1", "128", "1e-2"} {
+	for i, n := range []string{"60", "1e2", "5.0", "-0", "999999999999999", "1E15", "9223372036854775808", "0.5e1", "128", "1e-2", "48", "47"} {
 		f.Add(uint8(i), n)
 	}
 	fields := []struct {

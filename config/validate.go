@@ -41,6 +41,14 @@ const (
 // MinCheckToken is the shortest CheckToken, in characters.
 const MinCheckToken = 16
 
+// MinIPv6Prefix is the shortest IPv6Prefix. A site (a home, an office, a
+// hosting customer) is assigned a /48 at most (RIPE-690 advises a /48 or
+// a /56 for one), so a shorter prefix groups whole sites into one client
+// with one quota: a provider's customers at /32, all of IPv6 at /1, where
+// one busy client then denies every other. GitLab's per-IP limits take 48
+// to 128 too, and express-rate-limit advises 48 to 64.
+const MinIPv6Prefix = 48
+
 // Validate reports the first problem with c as a *FieldError, or nil.
 // Zero fields are judged as their defaults. Plans are checked in name order,
 // so the same configuration always reports the same error.
@@ -302,8 +310,8 @@ func (i Identity) validate() error {
 		}
 		return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "%s", why)}
 	}
-	if i.IPv6Prefix < 1 || i.IPv6Prefix > 128 {
-		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 1 and 128")}
+	if i.IPv6Prefix < MinIPv6Prefix || i.IPv6Prefix > 128 {
+		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 48 and 128 (a site is assigned a /48 at most: a shorter prefix counts many sites as one client)")}
 	}
 	if i.UnlistedKeys != UnlistedKey && i.UnlistedKeys != UnlistedIP {
 		return &FieldError{Field: "identity.unlisted_keys", Value: quote(i.UnlistedKeys), Err: because(ErrValue, "must be \"key\" or \"ip\"")}
