@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,8 @@ func TestRangeBounds(t *testing.T) {
 		{"ipv6_prefix 47", `{"identity": {"ipv6_prefix": 47}}`, "identity.ipv6_prefix", ErrRange},
 		{"ipv6_prefix 8", `{"identity": {"ipv6_prefix": 8}}`, "identity.ipv6_prefix", ErrRange},
 		{"ipv6_prefix 1", `{"identity": {"ipv6_prefix": 1}}`, "identity.ipv6_prefix", ErrRange},
+		// 2^32+64: 64 where an int has 32 bits (GOARCH=386), if cut.
+		{"ipv6_prefix 4294967360", `{"identity": {"ipv6_prefix": 4294967360}}`, "identity.ipv6_prefix", ErrRange},
 		{"limit name of 64 characters", `{"ip_limits": [{"name": "` + name64 + `", "limit": 5, "window": "1s"}]}`, "", nil},
 		{"limit name of 65 characters", `{"ip_limits": [{"name": "` + name65 + `", "limit": 5, "window": "1s"}]}`, "ip_limits[0].name", ErrName},
 		{"plan name of 64 characters", `{"default_plan": "` + name64 + `", "plans": {"` + name64 + `": {"limits": [{"name": "m", "limit": 5, "window": "1m"}]}}}`, "", nil},
@@ -99,5 +103,75 @@ func TestAPIKeyHashIsHex(t *testing.T) {
 				t.Fatalf("Parse error %v; want %v", err, ErrKeyHash)
 			}
 		})
+	}
+}
+
+// TestHugeIntegersOutOfFieldRange: a number beyond 2^53 in an integer
+// field, however written (in digits beyond int64, with an exponent, of
+// either sign), is refused with the field's own range, as one just past
+// it is, and shown as written; the range of int64 said nothing of the
+// field's (a limit of 1e20 was "must be an integer between
+// -9223372036854775808 and 9223372036854775807", 1e30 "must be written in
+// digits"). Every integer field of Config is here: a field whose range
+// reached 2^53 would take a huge number as the bound decode keeps it as.
+func TestHugeIntegersOutOfFieldRange(t *testing.T) {
+	const limitRange = "must be between 1 and 999999999999999"
+	const prefixRange = "must be between 48 and 128 (a site is assigned a /48 at most: a shorter prefix counts many sites as one client)"
+	fields := []struct {
+		path, neg, pos string
+		set            func(n string) string
+	}{
+		{"plans.P.limits[i].limit", limitRange, limitRange, func(n string) string {
+			return `{"plans": {"free": {"limits": [{"name": "m", "limit": ` + n + `, "window": "1m"}]}}}`
+		}},
+		{"identity.ipv6_prefix", prefixRange, prefixRange, func(n string) string {
+			return `{"identity": {"ipv6_prefix": ` + n + `}}`
+		}},
+		{"ip_limits[i].limit", limitRange, limitRange, func(n string) string {
+			return `{"ip_limits": [{"name": "ip", "limit": ` + n + `, "window": "1s"}]}`
+		}},
+		{"costs[i].cost", "must be at least 1", "must be at most 50, the smallest limit that can apply (ip_limits[0])", func(n string) string {
+			return `{"ip_limits": [{"name": "ip", "limit": 50, "window": "1s"}], "costs": [{"path_prefix": "/", "cost": ` + n + `}]}`
+		}},
+	}
+	var covered []string
+	for _, f := range fields {
+		covered = append(covered, f.path)
+		at := strings.NewReplacer("P", "free", "[i]", "[0]").Replace(f.path)
+		for _, n := range []string{"9007199254740992", "9223372036854775807", "9223372036854775808", "100000000000000000000", "1e30", "1.5e300", "1e400", "9007199254740993.5",
+			"-9223372036854775808", "-9223372036854775809", "-1e30", "-1e400"} {
+			_, err := Parse([]byte(f.set(n)))
+			want := "config: " + at + ": " + n + ": " + f.pos
+			if n[0] == '-' {
+				want = "config: " + at + ": " + n + ": " + f.neg
+			}
+			if err == nil || err.Error() != want || !errors.Is(err, ErrRange) && !errors.Is(err, ErrCost) {
+				t.Errorf("%s %s: %v\nwant %s", f.path, n, err, want)
+			}
+		}
+	}
+	var ints []string
+	var walk func(path string, t reflect.Type)
+	walk = func(path string, t reflect.Type) {
+		switch t.Kind() {
+		case reflect.Struct:
+			for i := range t.NumField() {
+				p := tagName(t.Field(i))
+				if path != "" {
+					p = path + "." + p
+				}
+				walk(p, t.Field(i).Type)
+			}
+		case reflect.Map:
+			walk(path+".P", t.Elem())
+		case reflect.Slice:
+			walk(path+"[i]", t.Elem())
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			ints = append(ints, path)
+		}
+	}
+	walk("", reflect.TypeOf(Config{}))
+	if !slices.Equal(ints, covered) {
+		t.Errorf("integer fields %v, tested %v", ints, covered)
 	}
 }

@@ -35,6 +35,7 @@ func TestEveryFieldErrorNamesFieldAndValue(t *testing.T) {
 		{"limit negative", lim("limit", "-5"), "plans.free.limits[0].limit", "-5", ErrRange},
 		{"limit too large", lim("limit", "1000000000000000"), "plans.free.limits[0].limit", "1000000000000000", ErrRange},
 		{"limit fraction", lim("limit", "5.5"), "plans.free.limits[0].limit", "5.5", ErrType},
+		{"limit beyond int64", lim("limit", "1e20"), "plans.free.limits[0].limit", "1e20", ErrRange},
 		{"window wrong type", lim("window", "60"), "plans.free.limits[0].window", "60", ErrType},
 		{"window empty", lim("window", `""`), "plans.free.limits[0].window", `""`, ErrDuration},
 		{"window in days", lim("window", `"1d"`), "plans.free.limits[0].window", `"1d"`, ErrDuration},

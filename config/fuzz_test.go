@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"net/netip"
 	"net/url"
 	"os"
@@ -458,9 +459,11 @@ func TestURLWithoutHostRefused(t *testing.T) {
 
 // FuzzNumberValue: any JSON number in any one integer field of a valid
 // configuration is either accepted, and then within the README's bounds,
-// or refused by an error that names exactly that field.
+// or refused by an error that names exactly that field. One beyond 2^53
+// (beyond every field's range) is refused with the field's range, never
+// int64's, and shown as written.
 func FuzzNumberValue(f *testing.F) {
-	for i, n := range []string{"60", "1e2", "5.0", "-0", "999999999999999", "1E15", "9223372036854775808", "0.5e1", "128", "1e-2", "48", "47"} {
+	for i, n := range []string{"60", "1e2", "5.0", "-0", "999999999999999", "1E15", "9223372036854775808", "0.5e1", "128", "1e-2", "48", "47", "-1e30", "1e400"} {
 		f.Add(uint8(i), n)
 	}
 	fields := []struct {
@@ -483,5 +486,13 @@ func FuzzNumberValue(f *testing.F) {
 		m["costs"].([]any)[0].(map[string]any)["cost"] = 1
 		fd.set(m, json.Number(n))
 		fuzzOneField(t, m, fd.path, n)
+		if f, _ := strconv.ParseFloat(n, 64); math.Abs(f) >= 1<<53 {
+			doc, _ := json.Marshal(m)
+			_, err := Parse(doc)
+			var fe *FieldError
+			if !errors.As(err, &fe) || fe.Value != n || !errors.Is(err, ErrRange) && !errors.Is(err, ErrCost) || strings.Contains(fe.Err.Error(), "9223372036854775807") {
+				t.Fatalf("%s = %s: %v, want the field's range, the value as written", fd.path, n, err)
+			}
+		}
 	})
 }

@@ -2,7 +2,6 @@ package config
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -56,6 +55,11 @@ func Parse(data []byte) (*Config, error) {
 	// Validated before the defaults are filled in, so that it knows which
 	// fields the document left out (Validate judges them as the defaults).
 	if err := c.Validate(); err != nil {
+		if fe, ok := err.(*FieldError); ok {
+			if s := d.huge[fe.Field]; s != "" {
+				fe.Value = s // as written, not the bound it was kept as
+			}
+		}
 		return nil, err
 	}
 	c.fillDefaults()
@@ -168,6 +172,9 @@ func wholeRune(data []byte, se *jsonv.SyntaxError) string {
 // again for every key was a fifth of the parse.
 type decoder struct {
 	fields map[reflect.Type]map[string]int
+	// huge holds, by path, the integers too large for their field's
+	// type as written ("1e30"); decode keeps them as the type's bound.
+	huge map[string]string
 }
 
 func (d *decoder) field(t reflect.Type, name string) (int, bool) {
@@ -260,18 +267,29 @@ func (d *decoder) decode(path string, v any, dst reflect.Value) error {
 			return bad("an integer")
 		}
 		i, err := n.Int64()
-		switch {
-		case errors.Is(err, strconv.ErrRange) || err == nil && dst.OverflowInt(i):
-			// The field's own range, if narrower, is validation's to say.
-			return bad("an integer between -9223372036854775808 and 9223372036854775807")
-		case err != nil:
-			// Written with a fraction or an exponent, an integer is exact
-			// only below 2^53 (as in JavaScript): 1e30 or 9.1e15 is one
-			// that must be written in digits, 1.5 none at all.
-			if f, _ := strconv.ParseFloat(string(n), 64); math.Abs(f) >= 1<<53 {
-				return bad("an integer written in digits (beyond 2^53 a fraction or an exponent is not exact)")
+		if err != nil {
+			if f, _ := strconv.ParseFloat(string(n), 64); math.Abs(f) < 1<<53 {
+				return bad("an integer") // 1.5; 1.0 and 1e3 are integers
 			}
-			return bad("an integer")
+		}
+		if err != nil || dst.OverflowInt(i) {
+			// Beyond 2^53, however written (1e30, or in digits beyond
+			// int64), a number is out of every integer field's range
+			// (TestHugeIntegersOutOfFieldRange), which validation names:
+			// "must be between 1 and 999999999999999" tells more than
+			// the range of int64 did. Kept as the type's bound, which no
+			// field takes, it is shown as written.
+			i = math.MaxInt64
+			if n[0] == '-' {
+				i = math.MinInt64
+			}
+			if dst.OverflowInt(i) {
+				i >>= 32 // an int of 32 bits
+			}
+			if d.huge == nil {
+				d.huge = map[string]string{}
+			}
+			d.huge[path] = string(n)
 		}
 		dst.SetInt(i)
 	default:
