@@ -37,25 +37,30 @@ const (
 // field documents what its zero value means. Call Validate before use (New
 // in package httpapi does). A Config is not modified by slidegate after
 // Validate and may then be shared between goroutines.
+//
+// Parse refuses a null for any field, so the fields that can be nil are
+// tagged omitzero: encoding/json leaves a nil map or list out, which
+// reads back as nil, where it wrote null; an empty one is still written
+// ([] headers: identify by IP only).
 type Config struct {
 	// Plans by name. Nil means the three default plans (see Default).
-	Plans map[string]Plan `json:"plans"`
+	Plans map[string]Plan `json:"plans,omitzero"`
 	// DefaultPlan is the plan of clients without an API key and of keys not
 	// listed in APIKeys. Empty means "free".
 	DefaultPlan string `json:"default_plan"`
 	// APIKeys maps the lower-case hex SHA-256 of an API key (the whole
 	// header value; `slidegate hash-key KEY` prints it) to a plan name.
-	APIKeys map[string]string `json:"api_keys"`
+	APIKeys map[string]string `json:"api_keys,omitzero"`
 	// Identity says how a client is identified.
 	Identity Identity `json:"identity"`
 	// IPLimits apply to the client IP before the plan limits, to every
 	// request, with or without an API key. Empty means none.
-	IPLimits []Limit `json:"ip_limits"`
+	IPLimits []Limit `json:"ip_limits,omitzero"`
 	// Costs weigh requests by route; the first matching entry wins, so an
 	// entry that an earlier one matches first for every request (a prefix
 	// of its prefix, for its method too) is refused. A request that
 	// matches none costs 1.
-	Costs []Cost `json:"costs"`
+	Costs []Cost `json:"costs,omitzero"`
 	// CountDenied counts the cost of denied requests too, so that a client
 	// that keeps retrying stays blocked.
 	CountDenied bool `json:"count_denied"`
@@ -80,14 +85,14 @@ type Config struct {
 	// answer they get (the origin's too, when the origin allows them)
 	// Access-Control-Expose-Headers naming the rate-limit headers, which a
 	// page's script cannot read otherwise. Empty means none.
-	CORSOrigins []string `json:"cors_origins"`
+	CORSOrigins []string `json:"cors_origins,omitzero"`
 }
 
 // Plan is a named set of limits that apply together to one identity.
 type Plan struct {
 	// Limits all apply; a request is admitted only when every one admits
 	// it. At least one, at most limiter.MaxRules.
-	Limits []Limit `json:"limits"`
+	Limits []Limit `json:"limits,omitzero"`
 	// UpgradeURL, when set, is put in the body of a 429 answered under
 	// this plan. Absolute http or https URL, without spaces.
 	UpgradeURL string `json:"upgrade_url,omitempty"`
@@ -118,7 +123,7 @@ type Identity struct {
 	// identified by IP only. None may be hop-by-hop (Proxy-Authorization:
 	// never sent to the origin), and no two one name to a CGI-style origin
 	// (X-API-Key and X_API_KEY).
-	Headers []string `json:"headers"`
+	Headers []string `json:"headers,omitzero"`
 	// TrustedProxies are the IPs or CIDRs of reverse proxies in front of
 	// slidegate. X-Forwarded-For is read only when the socket peer is one
 	// of them; then the client is its right-most address that is not. An
@@ -127,7 +132,7 @@ type Identity struct {
 	// (0.0.0.0/0, ::/0) is refused: every client would be a proxy, and
 	// name itself in X-Forwarded-For; so is a CIDR with bits set past its
 	// length (10.0.0.5/24: the network, or the one address?).
-	TrustedProxies []string `json:"trusted_proxies"`
+	TrustedProxies []string `json:"trusted_proxies,omitzero"`
 	// IPv6Prefix groups IPv6 clients by this many leading bits,
 	// MinIPv6Prefix (48) to 128: one household or host usually holds a
 	// whole /64, and a site a /48 at most. Zero means 64.

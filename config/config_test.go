@@ -126,7 +126,7 @@ func TestDefault(t *testing.T) {
 }
 
 func TestParseEmptyIsDefault(t *testing.T) {
-	for _, doc := range []string{"", "  \n", "{}", `{"plans": null}`} {
+	for _, doc := range []string{"", "  \n", "{}"} {
 		c, err := Parse([]byte(doc))
 		if err != nil {
 			t.Fatalf("Parse(%q): %v", doc, err)

@@ -35,6 +35,7 @@ func TestEveryFieldErrorNamesFieldAndValue(t *testing.T) {
 		{"limit negative", lim("limit", "-5"), "plans.free.limits[0].limit", "-5", ErrRange},
 		{"limit too large", lim("limit", "1000000000000000"), "plans.free.limits[0].limit", "1000000000000000", ErrRange},
 		{"limit fraction", lim("limit", "5.5"), "plans.free.limits[0].limit", "5.5", ErrType},
+		{"limit null", lim("limit", "null"), "plans.free.limits[0].limit", "null", ErrType},
 		{"limit beyond int64", lim("limit", "1e20"), "plans.free.limits[0].limit", "1e20", ErrRange},
 		{"window wrong type", lim("window", "60"), "plans.free.limits[0].window", "60", ErrType},
 		{"window empty", lim("window", `""`), "plans.free.limits[0].window", `""`, ErrDuration},
@@ -87,6 +88,7 @@ func TestEveryFieldErrorNamesFieldAndValue(t *testing.T) {
 		{"cors origin with a path", `{"cors_origins": ["https://app.example.com/"]}`, "cors_origins[0]", `"https://app.example.com/"`, ErrValue},
 		// Secrets: named by type or length, never shown.
 		{"check_token wrong type", `{"check_token": 12345}`, "check_token", "a number", ErrType},
+		{"check_token null", `{"check_token": null}`, "check_token", "null", ErrType},
 		{"check_token with a space", `{"check_token": "s3cret token"}`, "check_token", "", ErrValue},
 		// Not the key, which may be a raw one: its plan, to tell the
 		// entry among the others.

@@ -39,9 +39,10 @@ func fuzzSeeds(f *testing.F) {
 }
 
 // FuzzConfigRoundTrip: a configuration that parses obeys every bound the
-// README documents (checked here independently of Validate), and written
-// out again as JSON it parses to the same configuration. One that does not
-// parse is a *FieldError naming a field, the same one each time, that
+// README documents (checked here independently of Validate), holds no
+// null anywhere, and written out again as JSON (by encoding/json, which
+// leaves its nil maps and lists out) it parses to the same configuration.
+// One that does not parse is a *FieldError naming a field, the same one each time, that
 // shows neither the check token nor a raw API key; a document that is not
 // UTF-8 is refused at the line and column of its first bad byte.
 func FuzzConfigRoundTrip(f *testing.F) {
@@ -69,6 +70,9 @@ func FuzzConfigRoundTrip(f *testing.F) {
 		if why := fuzzBounds(c); why != "" {
 			t.Fatalf("accepted %s\n%s", why, doc)
 		}
+		if tree, err := jsonv.Parse(bytes.TrimPrefix(doc, []byte("\ufeff"))); err == nil && hasNull(tree) {
+			t.Fatalf("accepted a null\n%s", doc)
+		}
 		out, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)
@@ -81,6 +85,27 @@ func FuzzConfigRoundTrip(f *testing.F) {
 			t.Fatalf("round trip changed the configuration:\n%+v\n%+v\n%s", c, c2, out)
 		}
 	})
+}
+
+// hasNull reports whether a parsed JSON value is or holds a null.
+func hasNull(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, e := range v {
+			if hasNull(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			if hasNull(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fuzzSecrets returns the check token and the api_keys entries that are
@@ -288,7 +313,7 @@ func FuzzCostsCovered(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		methods := []string{"", "GET", "HEAD", "POST"}
 		prefixes := []string{"/", "/a", "/a/", "/ab", "/a/b", "/b", "/ab/", "/a/b/c", "/a b", "/a/bc"}
-		var costs []Cost
+		costs := []Cost{} // not nil: "costs": null is refused
 		for i := 0; i+1 < len(data) && len(costs) < 12; i += 2 {
 			costs = append(costs, Cost{Method: methods[int(data[i])%len(methods)], PathPrefix: prefixes[int(data[i+1])%len(prefixes)], Cost: 1})
 		}

@@ -145,7 +145,7 @@ func TestPlanLocalRulesBehindSharedIPRule(t *testing.T) {
 func burstConfig(t *testing.T, ip []any, burst int) *config.Config {
 	t.Helper()
 	return testConfig(t, func(m map[string]any) {
-		m["ip_limits"] = ip
+		m["ip_limits"] = append([]any{}, ip...) // [], not null, without one
 		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
 			map[string]any{"name": "day", "limit": 1000, "window": "24h"},
 			map[string]any{"name": "burst", "limit": burst, "window": "1m", "scope": "local"}}}}

@@ -162,7 +162,7 @@ func (sc pscen) replay(t *testing.T) ([]*httptest.ResponseRecorder, *fixture) {
 // replayObs is replay with what each request did.
 func (sc pscen) replayObs(t *testing.T) ([]*httptest.ResponseRecorder, *fixture, []pobs) {
 	cfg := testConfig(t, func(m map[string]any) {
-		m["ip_limits"] = sc.ip
+		m["ip_limits"] = append([]any{}, sc.ip...) // [], not null, without one
 		m["plans"] = map[string]any{"free": map[string]any{"limits": sc.plan}}
 		m["api_keys"] = map[string]any{}
 		m["costs"] = []any{map[string]any{"method": "POST", "path_prefix": "/v1/search", "cost": 2}}
