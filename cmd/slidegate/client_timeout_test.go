@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +14,9 @@ import (
 )
 
 // clientTimeout is the --client-timeout of the tests below: short, so that
-// a silent client is let go quickly; the clients that must be served keep
-// every silence well under it.
+// a silent client is let go quickly. The clients that must be served are
+// on a clock the test moves (frontOnClock), not on the real one: a busy
+// machine stretches a real silence past any bound.
 const clientTimeout = 500 * time.Millisecond
 
 // frontWithTimeout starts `slidegate serve --client-timeout` in front of
@@ -120,82 +122,130 @@ func originLetGo(t *testing.T, done <-chan error, what string) {
 // silence of the client, not a request or an answer: an upload whose parts
 // each come in time, a long wait for the origin's answer, an answer with
 // a pause longer than the bound, and an upgraded connection idle longer
-// than it all work. Each pause below is clientTimeout*8/5, each silence
-// of the client at most a tenth of it: an upload is 16 parts a tenth of
-// the bound apart (1.6 times the bound in all), so that a busy machine's
-// late wake-up is no silence past the bound (with 4 parts 2/5 of it
-// apart, one of ten runs of the package on two busy cores had the
-// connection closed mid-upload).
+// than it all work. Time is serve's clock for the client's deadlines
+// (frontOnClock), moved on only while the server waits on the client:
+// each silence of the client is just under the bound (the bound less a
+// nanosecond), each pause of the origin 8/5 of it, an upload 4 such
+// silences. The same silence one nanosecond longer is past the bound and
+// lets the client go (the first case), so the clock does reach the
+// deadlines: none of the others is met by chance. Real sleeps under a
+// bound in real time failed on a busy machine: with 16 parts 50 ms
+// apart under 500 ms, four runs in twenty on two cores under 16 busy
+// loops had a sleep woken 570 to 880 ms late, and the server, rightly,
+// closed the connection mid-upload (the client's next write: connection
+// reset by peer, or broken pipe).
 func TestServeClientTimeoutBoundsSilenceOnly(t *testing.T) {
-	const parts, gap = 16, clientTimeout / 10
-	pause := clientTimeout * 8 / 5
+	const parts, gap = 4, clientTimeout - time.Nanosecond
+	const pause = clientTimeout * 8 / 5
 	const key = "X-API-Key: " + bigKey + "\r\n"
-	t.Run("slow upload", func(t *testing.T) {
-		w := dial(t, frontWithTimeout(t, http.HandlerFunc(uploadOrigin)))
-		w.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n")
-		for range parts {
-			time.Sleep(gap)
-			w.send("4\r\nabcd\r\n")
+	t.Run("silence of the bound", func(t *testing.T) {
+		c := frontOnClock(t, http.HandlerFunc(uploadOrigin)).dial(t)
+		c.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n")
+		c.silence(gap)
+		c.send("4\r\nabcd\r\n")
+		c.silence(clientTimeout)
+		if res, body := c.response("POST"); res.StatusCode != http.StatusRequestTimeout || !res.Close {
+			t.Errorf("%d (close %v) %s; want the 408 of a client silent for the bound", res.StatusCode, res.Close, body)
 		}
-		w.send("0\r\n\r\n")
-		if res, body := w.response("POST"); res.StatusCode != 200 || !strings.Contains(body, fmt.Sprintf(`"length":%d`, 4*parts)) {
+	})
+	t.Run("slow upload", func(t *testing.T) {
+		c := frontOnClock(t, http.HandlerFunc(uploadOrigin)).dial(t)
+		c.send("POST /upload HTTP/1.1\r\nHost: front.test\r\n" + key + "Transfer-Encoding: chunked\r\n\r\n")
+		for range parts {
+			c.silence(gap)
+			c.send("4\r\nabcd\r\n")
+		}
+		c.silence(gap)
+		c.send("0\r\n\r\n")
+		if res, body := c.response("POST"); res.StatusCode != 200 || !strings.Contains(body, fmt.Sprintf(`"length":%d`, 4*parts)) {
 			t.Errorf("%d %s", res.StatusCode, body)
 		}
 	})
 	t.Run("slow upload, refused", func(t *testing.T) {
 		// Go's server reads a body nobody read before it answers: the
 		// 429 must wait for it, not be lost to the first deadline.
-		addr := frontWithTimeout(t, http.NotFoundHandler())
-		spend(t, addr)
-		w := dial(t, addr)
-		w.send(fmt.Sprintf("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: %d\r\n\r\n", 4*parts))
+		f := frontOnClock(t, http.NotFoundHandler())
+		spend(t, f.addr)
+		c := f.dial(t)
+		c.send(fmt.Sprintf("POST /x HTTP/1.1\r\nHost: front.test\r\nX-API-Key: spent\r\nContent-Length: %d\r\n\r\n", 4*parts))
 		for range parts {
-			time.Sleep(gap)
-			w.send("abcd")
+			c.silence(gap)
+			c.send("abcd")
 		}
-		if res, _ := w.response("POST"); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
+		if res, _ := c.response("POST"); res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 			t.Errorf("%d, Retry-After %q; want a 429 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
 		}
 	})
 	t.Run("late answer, then the next request", func(t *testing.T) {
-		w := dial(t, frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived, answer := make(chan int), make(chan struct{})
+		c := frontOnClock(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			b, _ := io.ReadAll(r.Body)
-			time.Sleep(pause)
+			arrived <- len(b)
+			<-answer
 			fmt.Fprintf(w, "%d bytes", len(b))
-		})))
+		})).dial(t)
 		for i := range 2 {
-			w.send("POST /slow HTTP/1.1\r\nHost: front.test\r\n" + key + "Content-Length: 3\r\n\r\na=1")
-			if res, body := w.response("POST"); res.StatusCode != 200 || body != "3 bytes" {
+			c.send("POST /slow HTTP/1.1\r\nHost: front.test\r\n" + key + "Content-Length: 3\r\n\r\na=1")
+			awaitOrigin(t, arrived)
+			c.silence(pause) // the client waits for the answer
+			answer <- struct{}{}
+			if res, body := c.response("POST"); res.StatusCode != 200 || body != "3 bytes" {
 				t.Fatalf("request %d: %d %q", i+1, res.StatusCode, body)
 			}
 		}
 	})
 	t.Run("pause in the answer", func(t *testing.T) {
-		w := dial(t, frontWithTimeout(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived, rest := make(chan int), make(chan struct{})
+		c := frontOnClock(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintln(w, "first")
 			_ = http.NewResponseController(w).Flush()
-			time.Sleep(pause)
+			arrived <- 0
+			<-rest
 			fmt.Fprintln(w, "second")
-		})))
-		if res, body := w.get("/stream", key); res.StatusCode != 200 || body != "first\nsecond\n" {
-			t.Errorf("%d %q", res.StatusCode, body)
+		})).dial(t)
+		c.send("GET /stream HTTP/1.1\r\nHost: front.test\r\n" + key + "\r\n")
+		awaitOrigin(t, arrived)
+		res, err := http.ReadResponse(c.r, &http.Request{Method: "GET"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The first part taken: the server is done writing it.
+		body := bufio.NewReader(res.Body)
+		if first, err := body.ReadString('\n'); res.StatusCode != 200 || first != "first\n" || err != nil {
+			t.Fatalf("%d, first part %q, %v", res.StatusCode, first, err)
+		}
+		c.silence(pause) // the client waits for the rest of the answer
+		close(rest)
+		if second, err := io.ReadAll(body); string(second) != "second\n" || err != nil {
+			t.Errorf("after the pause %q, %v; want %q", second, err, "second\n")
 		}
 	})
 	t.Run("idle upgraded connection", func(t *testing.T) {
-		w := dial(t, frontWithTimeout(t, upgradeOrigin(t)))
-		w.send("GET /socket HTTP/1.1\r\nHost: front.test\r\n" + key + "Connection: Upgrade\r\nUpgrade: echo\r\n\r\n")
-		if res, err := http.ReadResponse(w.r, &http.Request{Method: "GET"}); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
+		c := frontOnClock(t, upgradeOrigin(t)).dial(t)
+		c.send("GET /socket HTTP/1.1\r\nHost: front.test\r\n" + key + "Connection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+		if res, err := http.ReadResponse(c.r, &http.Request{Method: "GET"}); err != nil || res.StatusCode != http.StatusSwitchingProtocols {
 			t.Fatalf("%v, %v", res, err)
 		}
-		if line, err := w.r.ReadString('\n'); line != "hello\n" || err != nil {
+		if line, err := c.r.ReadString('\n'); line != "hello\n" || err != nil {
 			t.Fatalf("the origin's first line: %q, %v", line, err)
 		}
-		time.Sleep(pause)
-		w.send("ping\n")
-		if got, err := w.r.ReadString('\n'); got != "PING\n" || err != nil {
+		c.silence(pause)
+		c.send("ping\n")
+		if got, err := c.r.ReadString('\n'); got != "PING\n" || err != nil {
 			t.Errorf("echo after a pause: %q, %v", got, err)
 		}
 	})
+}
+
+// awaitOrigin waits (10 s at most: a hang is the failure) until the
+// origin's handler reports on arrived that it has the request.
+func awaitOrigin(t *testing.T, arrived <-chan int) {
+	t.Helper()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the origin has no request after 10 s")
+	}
 }
 
 // spend uses up the free plan's quota (2) of the key "spent" at addr,

@@ -248,12 +248,12 @@ func TestReadmeSessionIsReal(t *testing.T) {
 	// (reset_after_ms 94230 and 103137).
 	base := time.Date(2026, 11, 22, 9, 48, 15, 0, time.UTC)
 	var now atomic.Int64 // nanoseconds after base
-	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: boundWrites(fullDuplex(p), defaultClientTimeout), Logger: log,
+	h, err := httpapi.New(httpapi.Options{Config: cfg, Next: boundWrites(fullDuplex(p), defaultClientTimeout, time.Now), Logger: log,
 		Now: func() time.Time { return base.Add(time.Duration(now.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(boundSilence(h, defaultClientTimeout))
+	srv := httptest.NewServer(boundSilence(h, defaultClientTimeout, time.Now))
 	t.Cleanup(srv.Close)
 	const ms = time.Millisecond
 	at := []time.Duration{700 * ms, 700 * ms, 700 * ms, 700 * ms, 700 * ms, 728*ms + 500, 750 * ms, 770*ms + 500*time.Microsecond, 792 * ms}

@@ -357,13 +357,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload 
 			}
 		}
 	}()
-	srv := &http.Server{
-		Handler:           &cur,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    maxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	srv := frontServer(&cur, log)
 	servers = append([]*http.Server{srv}, servers...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -391,6 +385,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload 
 	return nil
 }
 
+// frontServer is serve's server for its clients, serving h and logging
+// its own errors to log at WARN.
+func frontServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
 // builder builds serve's handler from a configuration, at start and at
 // each reload, on the same stores, so a reload keeps every count.
 type builder struct {
@@ -400,6 +406,10 @@ type builder struct {
 	local         *memstore.Store
 	originTimeout time.Duration
 	clientTimeout time.Duration
+	// now is the clock of the client's deadlines (--client-timeout); nil
+	// means time.Now. Tests replace it to decide when a client's silence
+	// has passed the bound.
+	now func() time.Time
 	// transport is the first proxy's, bounded by boundOrigin: the proxies
 	// of later configurations take it over, so a reload keeps the
 	// connections to the origin. Set by the first build; builds are
@@ -426,13 +436,21 @@ func (b *builder) build(cfg *config.Config) (*served, error) {
 		} else {
 			p.Transport = b.transport
 		}
-		next = boundWrites(fullDuplex(p), b.clientTimeout)
+		next = boundWrites(fullDuplex(p), b.clientTimeout, b.clock())
 	}
 	h, err := httpapi.New(httpapi.Options{Config: cfg, Store: b.store, Local: b.local, Next: next, Logger: b.log})
 	if err != nil {
 		return nil, err
 	}
-	return &served{Handler: boundSilence(h, b.clientTimeout), api: h}, nil
+	return &served{Handler: boundSilence(h, b.clientTimeout, b.clock()), api: h}, nil
+}
+
+// clock returns b.now, or time.Now when it is nil.
+func (b *builder) clock() func() time.Time {
+	if b.now == nil {
+		return time.Now
+	}
+	return b.now
 }
 
 // current is serve's handler: each request is served whole by the

@@ -32,8 +32,10 @@ const defaultClientTimeout = time.Minute
 // bound a whole request or answer, cutting uploads and answers (Server-Sent
 // Events) that are merely long; this bounds only silence, and only the
 // client's: a handler or origin slow to read the body or to answer is not
-// the client's wait. d <= 0 means no bound.
-func boundSilence(next http.Handler, d time.Duration) http.Handler {
+// the client's wait. d <= 0 means no bound. Deadlines are d from now()
+// (time.Now in serve), which tests replace: whether a silence passed the
+// bound is then theirs to decide, not the machine's scheduler's.
+func boundSilence(next http.Handler, d time.Duration, now func() time.Time) http.Handler {
 	if d <= 0 {
 		return next
 	}
@@ -49,12 +51,12 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 		// the time the proxy returns: a deadline on it does nothing.
 		if r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
-			_ = rc.SetWriteDeadline(time.Now().Add(d))
+			_ = rc.SetWriteDeadline(now().Add(d))
 			return
 		}
 		// Also bounds the server's own read of a body the handler left.
-		_ = rc.SetReadDeadline(time.Now().Add(d))
-		b := &silentBody{ReadCloser: r.Body, rc: rc, d: d}
+		_ = rc.SetReadDeadline(now().Add(d))
+		b := &silentBody{ReadCloser: r.Body, rc: rc, d: d, now: now}
 		defer b.done.Store(true)
 		r = r.WithContext(r.Context()) // a copy, for its own Body
 		r.Body = b
@@ -72,7 +74,7 @@ func boundSilence(next http.Handler, d time.Duration) http.Handler {
 			// (fullDuplex's, to a request the origin did not read).
 			_, _ = io.CopyN(io.Discard, b, maxUnreadBody+1)
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(d))
+		_ = rc.SetWriteDeadline(now().Add(d))
 	})
 }
 
@@ -89,6 +91,7 @@ type silentBody struct {
 	io.ReadCloser
 	rc   *http.ResponseController
 	d    time.Duration
+	now  func() time.Time
 	end  atomic.Bool // read by the transport's goroutine, maybe after the handler
 	done atomic.Bool // the handler returned: the connection may serve another request
 	used atomic.Bool // read at all: by the handler, or a transport maybe still reading
@@ -99,7 +102,7 @@ func (b *silentBody) Read(p []byte) (int, error) {
 	if b.end.Load() || b.done.Load() {
 		return b.ReadCloser.Read(p)
 	}
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	_ = b.rc.SetReadDeadline(b.now().Add(b.d))
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
 		b.end.Store(true)
@@ -111,24 +114,25 @@ func (b *silentBody) Read(p []byte) (int, error) {
 // write of an answer through next (the origin's: they may be long), so
 // that a client that stops taking the answer is let go after d; it
 // clears the deadlines of a connection handed over to an upgrade. d <= 0
-// means no bound.
-func boundWrites(next http.Handler, d time.Duration) http.Handler {
+// means no bound. Deadlines are d from now(), as boundSilence's.
+func boundWrites(next http.Handler, d time.Duration, now func() time.Time) http.Handler {
 	if d <= 0 {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&silentWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d}, r)
+		next.ServeHTTP(&silentWriter{ResponseWriter: w, rc: http.NewResponseController(w), d: d, now: now}, r)
 	})
 }
 
 // silentWriter is boundWrites' ResponseWriter.
 type silentWriter struct {
 	http.ResponseWriter
-	rc *http.ResponseController
-	d  time.Duration
+	rc  *http.ResponseController
+	d   time.Duration
+	now func() time.Time
 }
 
-func (w *silentWriter) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+func (w *silentWriter) extend() { _ = w.rc.SetWriteDeadline(w.now().Add(w.d)) }
 
 // WriteHeader extends the deadline: an informational answer (103) is
 // written at once, and a final one may come long after the request.
