@@ -3,19 +3,19 @@ package main
 import (
 	"bufio"
 	"context"
-	"hash/crc32"
+	"errors"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/slidegate/slidegate/kvstore"
 )
 
 // TestServeShutdownOutputGone: `slidegate serve ... 2>&1 | tee serve.log`
@@ -144,38 +144,42 @@ func TestServeCreateTableBounded(t *testing.T) {
 	}
 }
 
-// slowDynamoDB is a DynamoDB endpoint on 127.0.0.1 that answers reads (the
-// table check) with no item and holds every write until its client gives
-// up; it returns its URL.
-func slowDynamoDB(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".UpdateItem") {
-			<-r.Context().Done()
-			return
-		}
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE([]byte("{}"))), 10))
-		_, _ = io.WriteString(w, "{}")
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL
+// heldStore is a store whose every call waits until release is closed
+// (or its context ends) and then fails, each call first said on called: a
+// store that takes as long as the test wants to fail.
+type heldStore struct{ called, release chan struct{} }
+
+var errHeld = errors.New("heldStore: failed after the wait")
+
+func (s heldStore) wait(ctx context.Context) error {
+	s.called <- struct{}{}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	return errHeld
+}
+
+func (s heldStore) Load(ctx context.Context, _ string, _ []kvstore.Slot, _ []int64) error {
+	return s.wait(ctx)
+}
+
+func (s heldStore) Add(ctx context.Context, _ string, _ []kvstore.Slot, _ []int64) error {
+	return s.wait(ctx)
 }
 
 // TestServeSlowStoreOutlastsClientTimeout: --client-timeout bounds the
-// client's silences, not the time slidegate takes to decide. With a
-// store_timeout longer than it, a store that does not answer still gets
-// the client its answer per on_store_error (the 503 under deny, the check
-// API's store_error under allow), marked Slidegate-Store. The answer was
-// lost instead: the write deadline was set when the request came, and
-// had passed when the answer went out, so the client saw its connection
-// closed.
+// client's silences, not the time slidegate takes to decide. A store that
+// takes 8/5 of the bound to fail (on the clock of the client's deadlines,
+// frontOnClock; store_timeout is longer) still gets the client its answer
+// per on_store_error (the 503 under deny, the check API's store_error
+// under allow), marked Slidegate-Store. The answer was lost instead: the
+// write deadline was set when the request came, and had passed when the
+// answer went out, so the client saw its connection closed. The store
+// fails when the test has moved the clock, not after a store_timeout in
+// real time shorter than a wait for the answer in real time, which only a
+// machine fast enough kept in that order.
 func TestServeSlowStoreOutlastsClientTimeout(t *testing.T) {
-	t.Setenv("AWS_ACCESS_KEY_ID", "") // loopback: NewClient's local credentials
-	endpoint := slowDynamoDB(t)
-	origin := httptest.NewServer(http.NotFoundHandler())
-	t.Cleanup(origin.Close)
 	tests := []struct {
 		policy, request, method string
 		status                  int
@@ -187,15 +191,21 @@ func TestServeSlowStoreOutlastsClientTimeout(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.policy, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "config.json")
-			doc := `{"store_timeout": "300ms", "on_store_error": "` + tt.policy + `"}`
+			doc := `{"store_timeout": "30s", "on_store_error": "` + tt.policy + `"}`
 			if err := os.WriteFile(cfg, []byte(doc), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			base, _ := serveInProcess(t, "--config", cfg, "--origin", origin.URL, "--client-timeout", "100ms",
-				"--store", "dynamodb", "--table", "t", "--endpoint", endpoint)
-			w := dial(t, strings.TrimPrefix(base, "http://"))
-			w.send(tt.request)
-			res, err := http.ReadResponse(w.r, &http.Request{Method: tt.method})
+			store := heldStore{called: make(chan struct{}, 16), release: make(chan struct{})}
+			c := frontOnClockWith(t, http.NotFoundHandler(), cfg, store).dial(t)
+			c.send(tt.request)
+			select {
+			case <-store.called:
+			case <-time.After(10 * time.Second):
+				t.Fatal("no call to the store after 10 s")
+			}
+			c.silence(clientTimeout * 8 / 5) // the client waits for the answer
+			close(store.release)
+			res, err := http.ReadResponse(c.r, &http.Request{Method: tt.method})
 			if err != nil {
 				t.Fatalf("no answer: %v", err)
 			}

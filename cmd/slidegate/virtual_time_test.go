@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/slidegate/slidegate/internal/parity"
+	"github.com/slidegate/slidegate/kvstore"
 	"github.com/slidegate/slidegate/kvstore/memstore"
 )
 
@@ -183,8 +184,16 @@ type clockFront struct {
 	addr  string
 }
 
-// frontOnClock starts a clockFront in front of origin.
+// frontOnClock starts a clockFront in front of origin, on the operators'
+// configuration and a memory store.
 func frontOnClock(t *testing.T, origin http.Handler) *clockFront {
+	t.Helper()
+	return frontOnClockWith(t, origin, operatorConfig(t, ""), memstore.New())
+}
+
+// frontOnClockWith starts a clockFront in front of origin, on the
+// configuration at path and store.
+func frontOnClockWith(t *testing.T, origin http.Handler, path string, store kvstore.Store) *clockFront {
 	t.Helper()
 	o := httptest.NewServer(origin)
 	t.Cleanup(o.Close)
@@ -192,13 +201,13 @@ func frontOnClock(t *testing.T, origin http.Handler) *clockFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := loadConfig(operatorConfig(t, ""))
+	cfg, err := loadConfig(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	clock := newVirtualClock()
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	b := &builder{origin: u, log: log, store: memstore.New(), local: memstore.New(),
+	b := &builder{origin: u, log: log, store: store, local: memstore.New(),
 		originTimeout: defaultOriginTimeout, clientTimeout: clientTimeout, now: clock.Now}
 	h, err := b.build(cfg)
 	if err != nil {
