@@ -311,7 +311,7 @@ func (i Identity) validate() error {
 		return &FieldError{Field: fmt.Sprintf("identity.trusted_proxies[%d]", j), Value: quote(s), Err: because(ErrValue, "%s", why)}
 	}
 	if i.IPv6Prefix < MinIPv6Prefix || i.IPv6Prefix > 128 {
-		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between 48 and 128 (a site is assigned a /48 at most: a shorter prefix counts many sites as one client)")}
+		return &FieldError{Field: "identity.ipv6_prefix", Value: num(int64(i.IPv6Prefix)), Err: because(ErrRange, "must be between %d and 128 (a site is assigned a /48 at most: a shorter prefix counts many sites as one client)", MinIPv6Prefix)}
 	}
 	if i.UnlistedKeys != UnlistedKey && i.UnlistedKeys != UnlistedIP {
 		return &FieldError{Field: "identity.unlisted_keys", Value: quote(i.UnlistedKeys), Err: because(ErrValue, "must be \"key\" or \"ip\"")}

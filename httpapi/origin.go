@@ -60,17 +60,14 @@ type originWriter struct {
 	// content: an origin may send the very numbers the pre-filter sent.
 	own     [len(ownHeaders)]string
 	settled bool
-	// cors: the request's Origin is in cors_origins; when the origin's
-	// answer lets it read the answer, it may read the rate-limit fields.
-	cors bool
-	// varyOrigin: cors_origins is set, so that whether an answer the
-	// origin shares gains the rate-limit fields depends on Origin.
-	varyOrigin bool
 	// ours: the final answer is slidegate's own, written in place of the
-	// origin's (oursInstead); h and r give it its CORS fields.
+	// origin's (oursInstead).
 	ours bool
-	h    *Handler
-	r    *http.Request
+	// h and r, the Handler and the request, give the answer its CORS
+	// fields: those of the pre-filter's 429 when it is ours, settle's
+	// when the origin shares it.
+	h *Handler
+	r *http.Request
 }
 
 // Fields returns the canonical names of the response fields the
@@ -87,11 +84,7 @@ var originWriters = sync.Pool{New: func() any { return new(originWriter) }}
 // X-RateLimit-Remaining (nil and negative: none).
 func (h *Handler) serveOrigin(w http.ResponseWriter, r *http.Request, own *[6]string, remaining int64) {
 	ow := originWriters.Get().(*originWriter)
-	*ow = originWriter{
-		ResponseWriter: w, remaining: remaining,
-		cors: h.corsOrigin(r) != "", varyOrigin: h.cors != nil || h.corsAny,
-		h: h, r: r,
-	}
+	*ow = originWriter{ResponseWriter: w, remaining: remaining, h: h, r: r}
 	if own != nil {
 		// In ownHeaders' order: the trio, RateLimit-Policy, RateLimit.
 		ow.own[0], ow.own[1], ow.own[2], ow.own[3], ow.own[4] = own[2], own[3], own[4], own[0], own[1]
@@ -218,15 +211,17 @@ func (w *originWriter) settle() {
 	if fields[3] != nil && fields[4] != nil {
 		settleLists(hd, fields[3], fields[4])
 	}
-	if w.ours || !w.cors && !w.varyOrigin || len(hd["Access-Control-Allow-Origin"]) == 0 {
+	// With cors_origins set, whether an answer the origin shares gains
+	// the rate-limit fields depends on Origin; r's is read only then.
+	if w.ours || w.h.cors == nil && !w.h.corsAny || len(hd["Access-Control-Allow-Origin"]) == 0 {
 		return
 	}
-	if w.cors {
+	if w.h.corsOrigin(w.r) != "" {
 		// The origin lets the page read its answer; let it read the
 		// rate-limit fields too (a list field: a line of its own).
 		hd["Access-Control-Expose-Headers"] = append(hd["Access-Control-Expose-Headers"], exposed)
 	}
-	if w.varyOrigin && !listed(hd["Vary"], "Origin") && !listed(hd["Vary"], "*") {
+	if !listed(hd["Vary"], "Origin") && !listed(hd["Vary"], "*") {
 		// Whether the fields are exposed depends on Origin, also where
 		// the origin's own answer does not (Access-Control-Allow-Origin:
 		// *): a cache must not give one page's answer to another.
