@@ -208,8 +208,8 @@ func TestWorkerdKVFaults(t *testing.T) {
 			if a := checkKey(t, w, randomKey(t), "", false); a.status != http.StatusServiceUnavailable || a.store != httpapi.StoreErrorDenied {
 				t.Errorf("check: %d, %s %q; want 503, %q", a.status, httpapi.StoreHeader, a.store, httpapi.StoreErrorDenied)
 			}
-			if res, body := get(t, http.DefaultClient, w.URL+"/v1/items", randomKey(t)); res.StatusCode != http.StatusServiceUnavailable || strings.HasPrefix(body, "origin:") {
-				t.Errorf("pre-filter: %d %q, want 503 without the origin", res.StatusCode, body)
+			if res, body := get(t, http.DefaultClient, w.URL+"/v1/items", randomKey(t)); res.StatusCode != http.StatusServiceUnavailable || strings.HasPrefix(body, "origin:") || res.Header.Get("Retry-After") != "1" {
+				t.Errorf("pre-filter: %d %q, Retry-After %q; want 503 without the origin, Retry-After 1", res.StatusCode, body, res.Header.Get("Retry-After"))
 			}
 		}},
 		{"list throws, allow", map[string]any{"list": "throw"}, func(t *testing.T) {

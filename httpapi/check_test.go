@@ -226,6 +226,7 @@ func TestCheckAPIShadowAndStoreError(t *testing.T) {
 				t.Errorf("deny: %d %s", w.Code, w.Body)
 			}
 			wantHeader(t, w, StoreHeader, StoreErrorDenied)
+			wantHeader(t, w, "Retry-After", "1")
 		}
 	}
 }

@@ -708,9 +708,19 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) (*[6]string, int
 	return own, v.deciding.Remaining, true
 }
 
+// storeErrorRetryAfter is the Retry-After, in seconds, of the 503 that
+// on_store_error deny answers. How long the store stays down cannot be
+// known, so no value is exact; without one, a client's retry logic may
+// retry at once, in a loop, against a store already failing (a client
+// flooding its own DynamoDB item, throttled, would go on flooding it).
+// One second keeps each such client to a retry a second and delays one
+// whose store error was a passing timeout by no more than that.
+const storeErrorRetryAfter = "1"
+
 // storeError logs a request the limiter could not decide and, per
-// on_store_error, answers 503 and reports false (deny), or marks the
-// response and reports true: the caller goes on as if it were admitted.
+// on_store_error, answers 503 with a Retry-After (storeErrorRetryAfter)
+// and reports false (deny), or marks the response and reports true: the
+// caller goes on as if it were admitted.
 func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, id string, p *plan) bool {
 	deny := h.deny && !h.shadow
 	action := "allow"
@@ -721,6 +731,7 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error, 
 	if deny {
 		h.AllowCORS(w.Header(), r)
 		w.Header().Set(StoreHeader, StoreErrorDenied)
+		w.Header()[hRetry] = []string{storeErrorRetryAfter}
 		writeProblem(w, http.StatusServiceUnavailable, "the rate-limit store is unavailable and on_store_error is deny", nil)
 		return false
 	}

@@ -949,6 +949,9 @@ func TestStoreErrors(t *testing.T) {
 			}
 			wantHeader(t, w, StoreHeader, tt.header)
 			wantHeader(t, w, "RateLimit", "")
+			// A 503 says when to retry: without it, retry logic may retry
+			// at once against the failing store.
+			wantHeader(t, w, "Retry-After", map[bool]string{true: "1", false: ""}[tt.status == 503])
 			if got := f.served; (got == 1) != (tt.status == 200) {
 				t.Errorf("origin served %d", got)
 			}

@@ -208,6 +208,9 @@ func TestStoreFaultsThroughLambda(t *testing.T) {
 					if res.StatusCode != want || res.Headers[httpapi.StoreHeader] != mark {
 						t.Errorf("%s: answer %d, %s: %q; want %d, %q", rq.name, res.StatusCode, httpapi.StoreHeader, res.Headers[httpapi.StoreHeader], want, mark)
 					}
+					if ra := res.Headers["Retry-After"]; (ra == "1") != (policy == "deny") {
+						t.Errorf("%s: Retry-After %q; want 1 on the 503 of deny, none otherwise", rq.name, ra)
+					}
 					if rq.name == "check API" && policy == "allow" && !strings.Contains(res.Body, `"store_error":true`) {
 						t.Errorf("check API answered %s, want store_error true", res.Body)
 					}
