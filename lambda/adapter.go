@@ -64,7 +64,8 @@ type Handler func(context.Context, events.APIGatewayV2HTTPRequest) (events.Lambd
 // http.ErrAbortHandler) a 502. The request h gets ends reserve before the
 // invocation does, so that h's answer to a slow origin (a 504) is returned.
 // When h gives its own answers CORS fields (an *httpapi.Handler with
-// cors_origins), the adapter's 502s get them too.
+// cors_origins), the adapter's 502s and 500 get them too. (The 400 of a
+// malformed event has no request to read an Origin from.)
 func Adapt(h http.Handler) Handler {
 	cors, _ := h.(corsSetter)
 	return func(ctx context.Context, ev events.APIGatewayV2HTTPRequest) (events.LambdaFunctionURLResponse, error) {
@@ -82,7 +83,7 @@ func Adapt(h http.Handler) Handler {
 		case p == nil:
 		case p != http.ErrAbortHandler:
 			slog.Error("handler panic", slog.String("panic", fmt.Sprint(p)), slog.String("path", httpapi.Logged(r.URL.Path)))
-			return keep(problem(http.StatusInternalServerError, "internal error"), w.header), nil
+			return share(keep(problem(http.StatusInternalServerError, "internal error"), w.header), cors, r), nil
 		case !w.overflow:
 			// The handler gave up on a response it had begun: ReverseProxy
 			// does when the origin's body breaks off. What it wrote is
@@ -105,8 +106,8 @@ type corsSetter interface {
 	AllowCORS(hd http.Header, r *http.Request)
 }
 
-// share gives res, a 502 the adapter answers to r in place of the
-// origin's, the CORS fields the handler gives its own answers (cors nil:
+// share gives res, a 502 or 500 the adapter answers to r in place of the
+// origin's or the handler's, the CORS fields the handler gives its own answers (cors nil:
 // none), as the pre-filter does for its 502 and 504 of an origin that
 // failed before it answered: without them a page of an origin in
 // cors_origins sees a network error, not the 502 and its rate-limit

@@ -37,7 +37,7 @@ func (c *cutReader) Read(p []byte) (int, error) {
 // request the pre-filter admitted, in place of the origin's (the proxy's
 // 502 for an origin it cannot reach and 504 for one that does not answer
 // in time; the adapter's 502 for an answer cut short or too large for
-// Lambda), carries the CORS fields of the pre-filter's 429 for a page that
+// Lambda, and its 500 for a handler that panicked), carries the CORS fields of the pre-filter's 429 for a page that
 // cors_origins lists, and none for another: the browser reported a network
 // error. The origin's fields of an answer that was not returned are not
 // the 502's. The origin's own 502 is left as the origin wrote it.
@@ -77,6 +77,7 @@ func TestCORSOnAnswersInsteadOfOrigin(t *testing.T) {
 		}), http.StatusGatewayTimeout, true, "in time"},
 		{"cut short", answer(http.StatusOK, func() io.Reader { return &cutReader{} }), http.StatusBadGateway, true, "cut short"},
 		{"too large", answer(http.StatusOK, func() io.Reader { return strings.NewReader(strings.Repeat("x", 6_100_000)) }), http.StatusBadGateway, true, "too large"},
+		{"handler panicked", originFunc(func(*http.Request) (*http.Response, error) { panic("boom") }), http.StatusInternalServerError, true, "internal error"},
 		{"origin's 502", answer(http.StatusBadGateway, func() io.Reader { return strings.NewReader("the origin's") }), http.StatusBadGateway, false, "the origin's"},
 	} {
 		for _, page := range []struct{ name, origin, allow string }{
