@@ -233,6 +233,23 @@ func checkTemplate(tpl map[string]any) []string {
 	} else if days, err := strconv.Atoi(fmt.Sprint(at(tpl, "Resources", logs, "Properties", "RetentionInDays"))); err != nil || days < 1 {
 		fail("log group %s RetentionInDays %v, want a number of days", logs, at(tpl, "Resources", logs, "Properties", "RetentionInDays"))
 	}
+	// An HTTP API that gives up before the function does answers its own
+	// 503, without the origin's answer or slidegate's 504 and rate-limit
+	// fields; SAM's documented default for an HttpApi event is 5 s.
+	timeout, err := strconv.Atoi(fmt.Sprint(at(props, "Timeout")))
+	if err != nil {
+		fail("function Timeout %v, want a number of seconds", at(props, "Timeout"))
+	}
+	events, _ := at(props, "Events").(map[string]any)
+	for name, ev := range events {
+		if at(ev, "Type") != "HttpApi" {
+			continue
+		}
+		ms, err := strconv.Atoi(fmt.Sprint(at(ev, "Properties", "TimeoutInMillis")))
+		if err != nil || ms > 30000 || ms < min(timeout*1000, 30000) {
+			fail("HttpApi event %s TimeoutInMillis %v, want it stated, at most 30000 and at least the function's Timeout (%d s)", name, at(ev, "Properties", "TimeoutInMillis"), timeout)
+		}
+	}
 	if at(props, "FunctionUrlConfig") == nil && at(props, "Events") == nil {
 		fail("function has neither a Function URL nor an HTTP API event")
 	}
@@ -294,6 +311,8 @@ func TestTemplateCheckCatches(t *testing.T) {
 		{"replace policy", "    UpdateReplacePolicy: Delete\n", "", "UpdateReplacePolicy"},
 		{"log group", "      LoggingConfig:\n        LogGroup: !Ref SlidegateLogs\n", "", "LoggingConfig"},
 		{"log retention", "      RetentionInDays: 30\n", "", "RetentionInDays"},
+		{"http api timeout", "            TimeoutInMillis: 30000\n", "", "TimeoutInMillis"},
+		{"http api timeout short", "TimeoutInMillis: 30000", "TimeoutInMillis: 5000", "TimeoutInMillis"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
