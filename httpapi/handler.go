@@ -825,7 +825,10 @@ func (h *Handler) logDenied(r *http.Request, id string, p *plan, cost int64, v *
 //     them from each segment ("/v1;a=b/search", "/v1/x/..;/search" are
 //     /v1/search there);
 //   - its path in another case, as Express and ASP.NET Core route by
-//     default ("/V1/SEARCH" is /v1/search there): see routeCost.
+//     default ("/V1/SEARCH" is /v1/search there): see routeCost;
+//   - its path with each backslash a slash, as IIS and the URL parser of
+//     browsers and of the Worker read it ("/v1\search", "/v1%5Csearch"
+//     are /v1/search there).
 //
 // The work does not grow with the routes times the names a client
 // repeats: each name is matched against the few methods the routes name,
@@ -848,11 +851,19 @@ func (h *Handler) cost(r *http.Request) int64 {
 	if q := r.URL.RawQuery; strings.Contains(q, "method") || strings.Contains(q, "%") {
 		methodParams(q, func(v string) { h.noteMethods(seen, v) })
 	}
-	paths := [4]string{cleanPath(r.URL.Path)}
+	paths := [8]string{cleanPath(r.URL.Path)}
 	n := 1
 	if raw := r.URL.RawPath; strings.Contains(raw, "%2") {
 		if alt := cleanPath(segmentsKept(raw)); alt != paths[0] {
 			paths[1], n = alt, 2
+		}
+	}
+	if strings.Contains(r.URL.Path, `\`) {
+		for _, p := range paths[:n] {
+			if alt := cleanPath(strings.ReplaceAll(p, `\`, "/")); !slices.Contains(paths[:n], alt) {
+				paths[n] = alt
+				n++
+			}
 		}
 	}
 	if strings.Contains(r.URL.Path, ";") {

@@ -778,6 +778,16 @@ func TestCostRoutes(t *testing.T) {
 		{"POST", "/v1/items;x", 1}, // /v1/items: the prefix wants the slash
 		{"POST", "/V1/ITEMS", 1},
 		{"POST", "/v1/%3B/items/", 3}, // an encoded ";" read as one: paid high, never low
+		// IIS reads a backslash as a slash, and so does the Worker's URL
+		// parser, which prices /v1/items/ there: each paid 1 here (found
+		// by review).
+		{"POST", `/v1\items\42`, 3},
+		{"POST", "/v1%5Citems/", 3},
+		{"POST", "/v1%5citems%5C42", 3},
+		{"POST", `/v1/x\..\items/`, 3},
+		{"POST", `/v1\items;a=b\42`, 3},
+		{"POST", `/V1\ITEMS\`, 3},
+		{"POST", `/v1\item`, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {
