@@ -1268,3 +1268,27 @@ func TestProxyWebSocket(t *testing.T) {
 		})
 	}
 }
+
+// TestStrayPercents: a "%" of a request URL's path that begins no escape
+// becomes "%25", so that Go's url package takes the URL; escapes, the
+// query and URLs without one are left as they are.
+func TestStrayPercents(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"https://a.example/v1/items?q=1", ""},
+		{"https://a.example/a%2Fb/caf%C3%a9", ""},
+		{"https://a.example/100%", "https://a.example/100%25"},
+		{"https://a.example/%zz/%41", "https://a.example/%25zz/%41"},
+		{"https://a.example/a%2", "https://a.example/a%252"},
+		{"https://a.example/a%2?x", "https://a.example/a%252?x"},
+		{"https://a.example/%%41", "https://a.example/%25%41"},
+		{"https://a.example/%u002e?q=50%&r=%zz", "https://a.example/%25u002e?q=50%&r=%zz"},
+	} {
+		got, ok := strayPercents(tc.in)
+		if want := cmp.Or(tc.want, tc.in); got != want || ok != (tc.want != "") {
+			t.Errorf("strayPercents(%q) = %q, %t; want %q, %t", tc.in, got, ok, want, tc.want != "")
+		}
+		if _, err := url.Parse(got); err != nil {
+			t.Errorf("strayPercents(%q) = %q, which url.Parse refuses: %v", tc.in, got, err)
+		}
+	}
+}

@@ -126,17 +126,25 @@ type wsAnswer struct {
 }
 
 // wrap puts itself around syumai's handleRequest, which worker.mjs calls
-// once the Go instance is ready.
+// once the Go instance is ready. It also hands syumai the request with the
+// stray "%"s of its path escaped (strayPercents), which syumai's
+// conversion refused.
 func (a *wsAnswer) wrap() {
 	g := js.Global()
 	binding := g.Get("context").Get("binding")
 	serve := binding.Get("handleRequest")
 	binding.Set("handleRequest", js.FuncOf(func(_ js.Value, args []js.Value) any {
+		req := args[0]
+		if u, ok := strayPercents(req.Get("url").String()); ok {
+			if r, err := jsasync.New(g.Get("Request"), u, req); err == nil {
+				req = r
+			}
+		}
 		var executor js.Func
 		executor = js.FuncOf(func(_ js.Value, p []js.Value) any {
 			executor.Release()
 			a.resolve = p[0]
-			serve.Invoke(args[0]).Call("then", p[0], p[1])
+			serve.Invoke(req).Call("then", p[0], p[1])
 			return nil
 		})
 		return g.Get("Promise").New(executor)

@@ -1270,3 +1270,37 @@ func TestWorkerdForwardedRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkerdStrayPercent: a path holding a "%" that begins no escape
+// ("/100%", "/%zz", IIS's "%u002e") is decided, counted and passed on,
+// the "%" as "%25", as the Lambda passes it on. syumai's conversion parsed
+// the request's URL with Go's url package, which refuses such a path: the
+// Worker threw before the request was decided (a 500 here, Cloudflare's
+// error 1101), and the client was neither counted nor served.
+func TestWorkerdStrayPercent(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	for sent, want := range map[string]string{
+		originPath + "echo/100%":             originPath + "echo/100%25",
+		originPath + "echo/%zz/a%2Fb":        originPath + "echo/%25zz/a%2Fb",
+		originPath + "echo/%u002e?q=50%&r=1": originPath + "echo/%25u002e?q=50%&r=1",
+		originPath + "echo/a%2":              originPath + "echo/a%252",
+	} {
+		t.Run(sent, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", w.URL, nil)
+			req.URL.Opaque = sent // as sent: the client's url.Parse would refuse it too
+			req.Header.Set("X-API-Key", randomKey(t))
+			res, body := send(t, client, req)
+			var got echo
+			if err := json.Unmarshal(body, &got); res.StatusCode != http.StatusOK || err != nil {
+				t.Fatalf("%s %q: %v", res.Status, body, err)
+			}
+			if got.URI != want {
+				t.Errorf("the origin got %s, want %s", got.URI, want)
+			}
+			if res.Header.Get("RateLimit") == "" {
+				t.Errorf("no RateLimit field: the request was not decided (%v)", res.Header)
+			}
+		})
+	}
+}
