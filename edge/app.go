@@ -698,7 +698,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // answer is not held for more. Without it the client got no type: a
 // browser guessed the charset of a UTF-8 page, a client choosing its
 // decoder by type found none (TestWorkerdUntypedAnswer). The body then
-// goes through Go, not as fetch's stream: it takes the bytes read.
+// goes through Go, not as fetch's stream: it takes the bytes read. A body
+// of a declared length goes through fixedBody, which keeps the length and
+// reads no faster than the client.
 func sniffed(w http.ResponseWriter, res *http.Response) {
 	first := make([]byte, 512)
 	n, err := res.Body.Read(first)
@@ -706,6 +708,9 @@ func sniffed(w http.ResponseWriter, res *http.Response) {
 		w.Header().Set("Content-Type", http.DetectContentType(first[:n]))
 	}
 	w.WriteHeader(res.StatusCode)
+	if n > 0 && res.ContentLength > 0 && fixedBody(w, first[:n], res.Body, res.ContentLength) {
+		return
+	}
 	if n > 0 { // an empty Write waits for the runtime to read (io.Pipe)
 		if _, werr := w.Write(first[:n]); werr != nil {
 			return

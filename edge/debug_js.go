@@ -96,6 +96,12 @@ func (m *memWriter) WriteRawJSBody(body js.Value) {
 	m.ResponseWriter.(interface{ WriteRawJSBody(js.Value) }).WriteRawJSBody(body)
 }
 
+// Ready sends the answer before its body is written, as syumai's own
+// writer does (fixedBody).
+func (m *memWriter) Ready() {
+	m.ResponseWriter.(interface{ Ready() }).Ready()
+}
+
 // goMemory is the size of the Go instance's linear memory (memory.size).
 // runtime.ReadMemStats, which gave MemStats.Sys (the same less the static
 // data), linked 2.3 KB of the Worker's gzip for the debug Worker alone.

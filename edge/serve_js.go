@@ -174,6 +174,56 @@ func nullBody(body io.Reader) bool {
 	return s.IsNull() || s.IsUndefined()
 }
 
+// fixedBody answers with chunk and then rest, n bytes in all, as the body
+// of w's answer, whose header w has written: through a FixedLengthStream of
+// n bytes that the runtime reads as it sends, each write awaited. It
+// reports false, having read nothing, when w takes no JavaScript stream (or
+// no Ready, which sends the answer before its body is written). syumai's
+// writer makes such a stream of a body with a Content-Length itself, but
+// writes into it without waiting: a Worker read an untyped answer of the
+// origin (sniffed) as fast as the origin sent it and kept what the client
+// had not read yet, 800 MB of workerd's memory for 96 MB sent to a client
+// that read slowly, where Cloudflare resets an isolate past 128 MB
+// (TestWorkerdUntypedBackpressure).
+func fixedBody(w http.ResponseWriter, chunk []byte, rest io.Reader, n int64) bool {
+	bw, ok := bodyWriter(w).(interface {
+		WriteRawJSBody(js.Value)
+		Ready()
+	})
+	if !ok {
+		return false
+	}
+	g := js.Global()
+	stream, err := jsasync.New(g.Get("FixedLengthStream"), n)
+	if err != nil {
+		return false
+	}
+	out := stream.Get("writable").Call("getWriter")
+	bw.WriteRawJSBody(stream.Get("readable"))
+	bw.Ready() // the answer goes out: the runtime reads the stream from now on
+	buf := make([]byte, 16<<10)
+	for {
+		if len(chunk) > 0 {
+			u := g.Get("Uint8Array").New(len(chunk))
+			js.CopyBytesToJS(u, chunk)
+			if _, werr := jsasync.Await(context.Background(), out.Call("write", u)); werr != nil {
+				return true // the client went away
+			}
+		}
+		if err != nil {
+			break
+		}
+		k, rerr := rest.Read(buf)
+		chunk, err = buf[:k], rerr
+	}
+	end := "close"
+	if err != io.EOF {
+		end = "abort" // the client's answer is cut, not ended short
+	}
+	out.Call(end)
+	return true
+}
+
 // rawBody is what syumai's request bodies offer besides io.Reader: the JS
 // stream they read from.
 type rawBody interface{ GetRawJSBody() js.Value }

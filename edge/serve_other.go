@@ -21,3 +21,6 @@ func bodyWriter(w http.ResponseWriter) io.Writer { return w }
 
 // nullBody is false: outside js/wasm no body is a JavaScript null.
 func nullBody(io.Reader) bool { return false }
+
+// fixedBody is false: outside js/wasm no writer takes a JavaScript stream.
+func fixedBody(http.ResponseWriter, []byte, io.Reader, int64) bool { return false }

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -248,5 +249,61 @@ func TestWorkerdOriginRefusesUpload(t *testing.T) {
 				t.Fatalf("after the refused upload: health check %s %q", res.Status, body)
 			}
 		})
+	}
+}
+
+// hugeLen is the length of the test origin's huge untyped answer: more than
+// the buffers between the origin and a client that reads none of it.
+const hugeLen = 48 << 20
+
+// hugeStall is how long the test origin's write of a chunk of its huge
+// answer may wait for the Worker to read before the origin gives up: the
+// Worker has stopped reading. A busy machine can only make it give up
+// early, never make the test fail.
+const hugeStall = 2 * time.Second
+
+// untypedHuge receives how the test origin's huge untyped answer ended: nil
+// when it was sent whole.
+var untypedHuge = make(chan error, 1)
+
+// TestWorkerdUntypedBackpressure: the body of an untyped answer of a
+// declared length, which goes through Go to be sniffed, is read from the
+// origin no faster than the client reads it, and keeps its Content-Length.
+// syumai's writer filled the FixedLengthStream of such a body without
+// waiting: the Worker read all 48 MiB from the origin for a client that
+// had read 64 KiB, and kept what the client had not read in the isolate
+// (800 MB of workerd's memory for 96 MB to a slow client; Cloudflare
+// resets an isolate past 128 MB). Now the origin's writes stall once the
+// buffers in between are full, and it gives up.
+func TestWorkerdUntypedBackpressure(t *testing.T) {
+	w := slidegateWorker(t)
+	host := strings.TrimPrefix(w.URL, "http://")
+	conn, err := net.Dial("tcp", host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprintf(conn, "GET %suntyped?as=huge HTTP/1.1\r\nHost: %s\r\nX-API-Key: %s\r\n\r\n", originPath, host, steadyKey); err != nil {
+		t.Fatal(err)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "application/octet-stream" || res.ContentLength != hugeLen {
+		t.Errorf("%s, Content-Type %q, Content-Length %d; want 200, application/octet-stream, %d",
+			res.Status, res.Header.Get("Content-Type"), res.ContentLength, hugeLen)
+	}
+	if _, err := io.ReadFull(res.Body, make([]byte, 64<<10)); err != nil {
+		t.Fatal(err)
+	}
+	// The client reads no more, and stays.
+	select {
+	case err := <-untypedHuge:
+		if err == nil {
+			t.Errorf("the origin sent all %d bytes to a client that read 64 KiB: the Worker read ahead of the client", hugeLen)
+		}
+	case <-time.After(2 * time.Minute): // a hang limit: the origin's answer ends either way
+		t.Fatal("the origin's answer did not end")
 	}
 }

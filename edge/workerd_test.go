@@ -811,6 +811,19 @@ func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 		case "gzip":
 			h.Set("Content-Encoding", "gzip")
 			_, _ = w.Write(gzipped("untyped"))
+		case "declared": // bigBody with its Content-Length
+			h.Set("Content-Length", strconv.Itoa(len(bigBody())))
+			_, _ = w.Write(bigBody())
+		case "huge": // hugeLen bytes with their Content-Length, each write given up after hugeStall
+			h.Set("Content-Length", strconv.Itoa(hugeLen))
+			rc := http.NewResponseController(w)
+			chunk := make([]byte, 64<<10)
+			var err error
+			for sent := 0; sent < hugeLen && err == nil; sent += len(chunk) {
+				_ = rc.SetWriteDeadline(time.Now().Add(hugeStall))
+				_, err = w.Write(chunk)
+			}
+			untypedHuge <- err // how it ended
 		case "stream": // its first bytes, then the rest once untypedMore is sent
 			_, _ = io.WriteString(w, "data: 1\n\n")
 			_ = http.NewResponseController(w).Flush()
@@ -1066,6 +1079,7 @@ func TestWorkerdUntypedAnswer(t *testing.T) {
 	}{
 		{"html", "", "", "text/html; charset=utf-8", []byte(untypedPage)},
 		{"2 MiB of bytes", "big", "", "application/octet-stream", bigBody()},
+		{"2 MiB of bytes with their length", "declared", "", "application/octet-stream", bigBody()},
 		{"encoded", "gzip", "gzip", "", gzipped("untyped")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1079,8 +1093,8 @@ func TestWorkerdUntypedAnswer(t *testing.T) {
 				t.Errorf("%s, Content-Type %q, %d bytes (equal %t); want 200, %q and the origin's %d bytes",
 					res.Status, res.Header.Get("Content-Type"), len(body), bytes.Equal(body, tc.wantBody), tc.wantType, len(tc.wantBody))
 			}
-			if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(body)) {
-				t.Errorf("Content-Length %s for %d bytes", cl, len(body))
+			if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(body)) || tc.as == "declared" && cl == "" {
+				t.Errorf("Content-Length %q for %d bytes", cl, len(body))
 			}
 		})
 	}
