@@ -226,3 +226,123 @@ func TestCutShortListIsLogged(t *testing.T) {
 		})
 	}
 }
+
+// TestClockStepBackListsAgain: after the isolate's clock stepped back, a
+// sum listed, or a list started, "in the future" (its time later than now)
+// is no reason to wait: the next Load lists the slot again, as a stale sum
+// is listed, and the other isolates' counts are seen within a list
+// interval, not once the clock has caught up with the step. Before, a sum
+// listed at 12:00:40 was served as it was until 12:00:42 by a clock that
+// stepped back to 12:00:20, and a list whose request died (its Busy never
+// cleared) held the slot until 12:01:15, past its bucket's end: the
+// isolate admitted the client on its own counts alone for that long.
+func TestClockStepBackListsAgain(t *testing.T) {
+	for _, dead := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dead list %v", dead), func(t *testing.T) {
+			s := newSim(t0) // 12:00:10
+			kv := newFakeKV(s.Now, 0)
+			a := newIsolate(t, s, kv, "iso-a", Options{})
+			b := newIsolate(t, s, kv, "iso-b", Options{})
+			sl, counts := minute(t0), make([]int64, 1)
+			load := func(st *Store) {
+				t.Helper()
+				if err := st.Load(context.Background(), "id", []kvstore.Slot{sl}, counts); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.run(t0.Add(30 * time.Second))
+			load(a.store) // listed at 12:00:40: nothing
+			s.drain(t)
+			if dead {
+				// A refresh whose request's background work was
+				// cancelled before it ran: its Busy stays.
+				s.run(t0.Add(35 * time.Second))
+				st, err := New(Options{KV: kv, Globals: a.g, Now: s.Now,
+					Later: func(time.Duration, func(context.Context)) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				load(st)
+			}
+			s.mu.Lock()
+			s.now = t0.Add(10 * time.Second) // the clock steps back to 12:00:20
+			s.mu.Unlock()
+			if err := b.store.Add(context.Background(), "id", []kvstore.Slot{sl}, []int64{7}); err != nil {
+				t.Fatal(err)
+			}
+			s.drain(t)
+			load(a.store)
+			s.drain(t)
+			s.advance(DefaultListInterval)
+			load(a.store)
+			if counts[0] != 7 {
+				t.Errorf("count a list interval after the clock stepped back = %d, want the other isolate's 7", counts[0])
+			}
+		})
+	}
+}
+
+// TestFailedListWaitsALongListInterval: a ListInterval longer than
+// staleBusy keeps a failed list's slot from being listed again for that
+// interval, as a shorter one does (TestFailedListsWaitTheListInterval),
+// though the Busy that says so is then later than the list's start.
+func TestFailedListWaitsALongListInterval(t *testing.T) {
+	const interval = 45 * time.Second
+	s := newSim(t0)
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{ListInterval: interval})
+	slots, counts := []kvstore.Slot{minute(t0)}, make([]int64, 1)
+	s.run(t0.Add(interval)) // the bucket is old enough for a cold list
+	kv.failList = 1
+	_ = iso.store.Load(context.Background(), "id", slots, counts)
+	lists := kv.listCount()
+	for _, d := range []time.Duration{time.Second, 30 * time.Second, interval - time.Second} {
+		s.run(t0.Add(interval + d))
+		_ = iso.store.Load(context.Background(), "id", slots, counts)
+		s.drain(t)
+		if got := kv.listCount(); got != lists {
+			t.Fatalf("%v after a failed list: %d lists, want none before %v", d, got-lists, interval)
+		}
+	}
+	s.run(t0.Add(2 * interval))
+	_ = iso.store.Load(context.Background(), "id", slots, counts)
+	s.drain(t)
+	if got := kv.listCount(); got != lists+1 {
+		t.Errorf("%v after a failed list: %d lists, want 1", interval, got-lists)
+	}
+}
+
+// TestSmallClockStepBackListsNoMore: a step back smaller than a list
+// interval (requests of an isolate that read the clock a moment apart)
+// neither takes a fresh sum for a stale one nor a list in flight for a
+// dead one: the slot is listed no more often than without it.
+func TestSmallClockStepBackListsNoMore(t *testing.T) {
+	const back = time.Second // less than DefaultListInterval
+	s := newSim(t0.Add(30 * time.Second))
+	kv := newFakeKV(s.Now, 0)
+	iso := newIsolate(t, s, kv, "iso-a", Options{})
+	slots, counts := []kvstore.Slot{minute(t0)}, make([]int64, 1)
+	step := func(what string) {
+		t.Helper()
+		lists := kv.listCount()
+		s.mu.Lock()
+		s.now = s.now.Add(-back)
+		s.mu.Unlock()
+		_ = iso.store.Load(context.Background(), "id", slots, counts)
+		s.drain(t)
+		if got := kv.listCount(); got != lists {
+			t.Errorf("%v after %s: %d more lists, want none", -back, what, got-lists)
+		}
+	}
+	_ = iso.store.Load(context.Background(), "id", slots, counts) // cold: listed now
+	s.drain(t)
+	step("a list")
+	s.advance(5 * time.Second)
+	dead, err := New(Options{KV: kv, Globals: iso.g, Now: s.Now,
+		Later: func(time.Duration, func(context.Context)) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = dead.Load(context.Background(), "id", slots, counts) // stale: a list starts, and never ends
+	step("a list started")
+}

@@ -213,7 +213,12 @@ func (s *Store) Load(ctx context.Context, id string, slots []kvstore.Slot, count
 			own, _ := c.Get(p + s.iso)
 			sum, ok := c.Get(sumKey(p))
 			counts[i] = addCount(own.N, sum.N)
-			busy := sum.Busy != 0 && ms-sum.Busy < staleBusy
+			// A list started a list interval or more after now is from
+			// before a step back of the clock, no evidence of one in
+			// flight (as for the other Busy checks). Less is allowed for:
+			// a failed list's Busy (refresh) is ahead of its start by
+			// listMs-staleBusy when that is positive.
+			busy := sum.Busy != 0 && ms-sum.Busy < staleBusy && sum.Busy-ms < s.listMs
 			coldList := !ok && now.Sub(window.Start(sl.Bucket, sl.Length)) >= time.Duration(s.listMs)*time.Millisecond && !s.evictedSum(c, p, sl)
 			switch {
 			case busy:
@@ -342,6 +347,13 @@ func addCount(a, b int64) int64 {
 // every PrevInterval.
 func (s *Store) stale(sl kvstore.Slot, now time.Time, at int64) bool {
 	ms := now.UnixMilli()
+	if at-ms >= s.listMs {
+		// Listed a list interval or more after now: the clock stepped
+		// back, and the sum was served as it was until the clock
+		// caught up. A smaller step waits less than a list interval
+		// more, and lists no more often.
+		return true
+	}
 	if sl.Bucket < window.Index(now, sl.Length) {
 		settled := window.Start(sl.Bucket+1, sl.Length).UnixMilli() + s.flushMs + s.listMs
 		return ms-at >= s.prevMs || (at < settled && ms >= settled)
