@@ -72,7 +72,7 @@ func (e *fieldError) Error() string { return e.field + ": " + e.reason }
 // decodeCheck reads a check request body of at most MaxCheckBody bytes:
 // one JSON object with no unknown or repeated fields, a key that the
 // pre-filter would take for one (trimmed of white space as it is; not an
-// AWS signature) and a non-negative cost. A leading UTF-8 byte order mark is ignored (RFC 8259
+// credential of one request: signature) and a non-negative cost. A leading UTF-8 byte order mark is ignored (RFC 8259
 // section 8.1 allows it; some clients send one).
 func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	var req checkRequest
@@ -147,7 +147,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	}
 	// The key is what the pre-filter counts for a key header of this
 	// value (apiKey): white space around it is not the key's, and what is
-	// no key there (only white space, an AWS signature) is none here.
+	// no key there (only white space, a credential of one request) is none here.
 	// Counted as given, " k" (a Lambda event's header value passed on) or
 	// "k\n" (a line read from a file) was a fresh client while the
 	// pre-filter counted k, and a signature, new with each request, a
@@ -162,7 +162,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	case req.Key == "":
 		return req, &fieldError{"key", "is only white space, which is no key"}
 	case signature(req.Key):
-		return req, &fieldError{"key", "is an AWS signature, which is no key (it changes with each request): send the client's API key"}
+		return req, &fieldError{"key", "is a credential of one request (an AWS signature, Digest, OAuth 1.0), which is no key (it changes with each request): send the client's API key"}
 	case req.Cost != nil && *req.Cost < 0:
 		return req, &fieldError{"cost", fmt.Sprintf("%d: must not be negative", *req.Cost)}
 	}

@@ -56,7 +56,8 @@ func TestCheckKeyIsThePreFiltersIdentity(t *testing.T) {
 }
 
 // TestCheckKeyThatIsNoKey: what the pre-filter takes for no key (a value of
-// only white space, an AWS signature: c8d369a) is a 400 naming key, not an
+// only white space, an AWS signature: c8d369a; Digest and OAuth 1.0
+// credentials, new with each request too) is a 400 naming key, not an
 // identity of its own. Counted, "   " was a fresh client per count of
 // spaces, and a service behind CloudFront's origin access control that
 // passed on Authorization checked each request as a fresh client, never
@@ -68,6 +69,8 @@ func TestCheckKeyThatIsNoKey(t *testing.T) {
 		"AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20261122/us-east-1/lambda/aws4_request, SignedHeaders=host;x-amz-date, Signature=fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024",
 		"aws4-ecdsa-p256-sha256 Credential=AKIDEXAMPLE/20261122/lambda/aws4_request, Signature=3045",
 		" AWS4-HMAC-SHA256 Credential=x, Signature=y",
+		`Digest username="Mufasa", realm="http-auth@example.org", uri="/dir/index.html", nonce="7ypf", nc=00000001, cnonce="f2/w", qop=auth, response="753927fa"`,
+		`OAuth oauth_consumer_key="0685bd9184jfhq22", oauth_token="ad180jjd733klru7", oauth_signature_method="HMAC-SHA1", oauth_signature="wOJIO9A2W5mFwDgiDvZbTSMK%2FPY%3D", oauth_timestamp="137131200", oauth_nonce="4572616e48616d6d", oauth_version="1.0"`,
 	} {
 		t.Run(strings.TrimSpace(key), func(t *testing.T) {
 			f := newFixture(t, testConfig(t, nil), nil)

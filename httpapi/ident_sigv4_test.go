@@ -32,21 +32,7 @@ func TestSigV4IsNoKey(t *testing.T) {
 		{"Bearer: a key each", func(i int) http.Header { return http.Header{"Authorization": {"Bearer k" + strconv.Itoa(i)}} }, false},
 		{"a scheme that only begins so", func(i int) http.Header { return http.Header{"Authorization": {"AWS4x k" + strconv.Itoa(i)}} }, false},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, testConfig(t, nil), nil)
-			for i := range 3 {
-				w := httptest.NewRecorder()
-				f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", tt.header(i)))
-				if w.Code != http.StatusOK {
-					t.Fatalf("request %d: status %d", i, w.Code)
-				}
-			}
-			w := httptest.NewRecorder()
-			f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", tt.header(3)))
-			if got := w.Code == http.StatusTooManyRequests; got != tt.limited {
-				t.Errorf("4th request, with its own value: status %d, want limited %t", w.Code, tt.limited)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { fourthLimited(t, tt.header, tt.limited) })
 	}
 }
 
@@ -67,5 +53,68 @@ func TestSigV4TabIsNoKey(t *testing.T) {
 		if w.Code != want {
 			t.Fatalf("request %d: status %d, want %d", i, w.Code, want)
 		}
+	}
+}
+
+// TestOneRequestCredentialsAreNoKey: Digest (RFC 7616) and OAuth 1.0
+// (RFC 5849) credentials in Authorization are, like an AWS signature,
+// new with each request (a response over the method, URI, nonce count and
+// client nonce; a nonce, timestamp and signature), so a client of an
+// origin that authenticates so was a fresh identity on every request:
+// never limited, and an entry of the store each (a DynamoDB item, a KV
+// list and write on the Worker, and in a full memory store an eviction of
+// a client that had used its quota). They are no key: the next key header
+// decides, else the client IP. An OAuth value without a nonce (an OAuth 2
+// token sent under the scheme "OAuth", as Yandex's APIs take it, or OAuth
+// 1.0's PLAINTEXT, the same on each request) stays a key.
+func TestOneRequestCredentialsAreNoKey(t *testing.T) {
+	digest := func(scheme string, i int) string {
+		return scheme + ` username="Mufasa", realm="http-auth@example.org", uri="/dir/index.html", algorithm=SHA-256, nonce="7ypf/xlj9XXwfDPEoM4URrv/xwf94BcCAzFZH4GiTo0v", nc=0000000` + strconv.Itoa(i+1) + `, cnonce="f2/wE4q74E6zIJEtWaHKaf5wv/H5QzzpXusqGemxURZJ", qop=auth, response="` + strconv.Itoa(1e9+i) + `", opaque="FQhe/qaU925kfnzjCev0ciny7QMkPqMAFRtzCUYo5tdS"`
+	}
+	oauth1 := func(scheme string, i int) string {
+		return scheme + ` realm="Example", oauth_consumer_key="0685bd9184jfhq22", oauth_token="ad180jjd733klru7", oauth_signature_method="HMAC-SHA1", oauth_signature="` + strconv.Itoa(1e9+i) + `", oauth_timestamp="` + strconv.Itoa(137131200+i) + `", oauth_nonce="4572616e48616d6d` + strconv.Itoa(i) + `", oauth_version="1.0"`
+	}
+	for _, tt := range []struct {
+		name    string
+		header  func(i int) http.Header
+		limited bool // the 4th request is refused: free allows 3 a minute
+	}{
+		{"Digest", func(i int) http.Header { return http.Header{"Authorization": {digest("Digest", i)}} }, true},
+		{"Digest, scheme in another case, tab", func(i int) http.Header { return http.Header{"Authorization": {digest("DIGEST\t", i)}} }, true},
+		{"OAuth 1.0", func(i int) http.Header { return http.Header{"Authorization": {oauth1("OAuth", i)}} }, true},
+		{"OAuth 1.0, scheme in lower case", func(i int) http.Header { return http.Header{"Authorization": {oauth1("oauth", i)}} }, true},
+		{"Digest after X-API-Key: the key", func(i int) http.Header {
+			return http.Header{"X-Api-Key": {"k" + strconv.Itoa(i)}, "Authorization": {digest("Digest", 0)}}
+		}, false},
+		{"OAuth 2 token under the scheme OAuth: a key each", func(i int) http.Header {
+			return http.Header{"Authorization": {"OAuth y0_AgAAAAAA" + strconv.Itoa(i)}}
+		}, false},
+		{"OAuth 1.0 PLAINTEXT without a nonce: a key each", func(i int) http.Header {
+			return http.Header{"Authorization": {`OAuth oauth_consumer_key="c` + strconv.Itoa(i) + `", oauth_signature_method="PLAINTEXT", oauth_signature="s%26"`}}
+		}, false},
+		{"a scheme that only begins so", func(i int) http.Header { return http.Header{"Authorization": {"Digests k" + strconv.Itoa(i)}} }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) { fourthLimited(t, tt.header, tt.limited) })
+	}
+}
+
+// fourthLimited sends four requests from one address, the i-th with the
+// header header(i), to the free plan of testConfig (3 a minute), and fails
+// unless the fourth is refused exactly when limited: when the values were
+// no key, and the client IP was counted.
+func fourthLimited(t *testing.T, header func(i int) http.Header, limited bool) {
+	t.Helper()
+	f := newFixture(t, testConfig(t, nil), nil)
+	for i := range 3 {
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", header(i)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d: status %d", i, w.Code)
+		}
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, rawRequest("192.0.2.1:1", header(3)))
+	if got := w.Code == http.StatusTooManyRequests; got != limited {
+		t.Errorf("4th request, with its own value: status %d, want limited %t", w.Code, limited)
 	}
 }

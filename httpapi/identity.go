@@ -69,14 +69,28 @@ func (h *Handler) apiKey(r *http.Request, sum *[sha256.Size]byte) bool {
 	return false
 }
 
-// signature reports whether v is an AWS signature (SigV4, SigV4a: the
-// schemes "AWS4-HMAC-SHA256" and "AWS4-ECDSA-P256-SHA256"), which is no key:
-// it changes with each second, path and body. A Function URL behind
-// CloudFront's origin access control gets CloudFront's on every request,
-// and counted as a key each anonymous request was a fresh client.
+// signature reports whether v is a credential made for one request, which
+// is no key: an AWS signature (SigV4, SigV4a: the schemes
+// "AWS4-HMAC-SHA256" and "AWS4-ECDSA-P256-SHA256"), which changes with each
+// second, path and body; Digest credentials (RFC 7616: a response over the
+// method, URI, nonce count and client nonce); and OAuth 1.0's (RFC 5849),
+// which carry a nonce, a timestamp and a signature. A Function URL behind
+// CloudFront's origin access control gets CloudFront's SigV4 on every
+// request, and counted as a key each anonymous request was a fresh client;
+// so was each request of a Digest or OAuth 1.0 client, never limited, and
+// an entry of the store each. An OAuth value without oauth_nonce (an OAuth
+// 2 token under that scheme, OAuth 1.0's PLAINTEXT) is the same on each
+// request, and a key.
 func signature(v string) bool {
-	if len(v) < 5 || v[4] != '-' {
-		return false // both schemes start "AWS4-": a key seldom does
+	switch {
+	case len(v) < 7:
+		return false
+	case v[5] == ' ' || v[5] == '\t':
+		return asciiEqualFold(v[:5], "OAuth") && strings.Contains(v[6:], "oauth_nonce")
+	case v[6] == ' ' || v[6] == '\t':
+		return asciiEqualFold(v[:6], "Digest")
+	case v[4] != '-':
+		return false // both AWS schemes start "AWS4-": a key seldom does
 	}
 	const longest = len("AWS4-ECDSA-P256-SHA256")
 	i := strings.IndexAny(v[:min(len(v), longest+1)], " \t") // not the whole of a 64 KiB key

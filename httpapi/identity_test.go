@@ -228,7 +228,8 @@ func TestAPIKeyForms(t *testing.T) {
 		{"bearer", http.Header{"Authorization": {"bearer abc"}}, k("bearer abc")},
 		{"Basic", http.Header{"Authorization": {"Basic dXNlcjpwYXNz"}}, k("basic dXNlcjpwYXNz")},
 		{"no scheme", http.Header{"Authorization": {"abc"}}, k("abc")},
-		{"Digest with commas", http.Header{"Authorization": {`Digest username="u", realm="r"`}}, k(`digest username="u",realm="r"`)},
+		{"a scheme with commas", http.Header{"Authorization": {`Custom username="u", realm="r"`}}, k(`custom username="u",realm="r"`)},
+		{"Digest: no key", http.Header{"Authorization": {`Digest username="u", realm="r"`}}, "ip:192.0.2.1"},
 		// Lines joined as a Worker gets them (JavaScript joins them with
 		// ", "), with white space around elements, empty elements.
 		{"comma and space", http.Header{"X-API-Key": {"a, b"}}, k("a,b")},
