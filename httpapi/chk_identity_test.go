@@ -57,7 +57,9 @@ func TestCheckKeyIsThePreFiltersIdentity(t *testing.T) {
 
 // TestCheckKeyThatIsNoKey: what the pre-filter takes for no key (a value of
 // only white space, an AWS signature: c8d369a; Digest and OAuth 1.0
-// credentials, new with each request too) is a 400 naming key, not an
+// credentials, and S3's SigV2, Google Cloud Storage's and Azure's
+// signatures, Hawk's and the Cavage drafts' Signature, new with each
+// request too) is a 400 naming key, not an
 // identity of its own. Counted, "   " was a fresh client per count of
 // spaces, and a service behind CloudFront's origin access control that
 // passed on Authorization checked each request as a fresh client, never
@@ -71,6 +73,12 @@ func TestCheckKeyThatIsNoKey(t *testing.T) {
 		" AWS4-HMAC-SHA256 Credential=x, Signature=y",
 		`Digest username="Mufasa", realm="http-auth@example.org", uri="/dir/index.html", nonce="7ypf", nc=00000001, cnonce="f2/w", qop=auth, response="753927fa"`,
 		`OAuth oauth_consumer_key="0685bd9184jfhq22", oauth_token="ad180jjd733klru7", oauth_signature_method="HMAC-SHA1", oauth_signature="wOJIO9A2W5mFwDgiDvZbTSMK%2FPY%3D", oauth_timestamp="137131200", oauth_nonce="4572616e48616d6d", oauth_version="1.0"`,
+		"AWS AKIAIOSFODNN7EXAMPLE:bWq2s1WEIj+Ydj0vQ697zp+IXMU=",
+		"GOOG4-HMAC-SHA256 Credential=GOOG1EXAMPLE/20261123/auto/storage/goog4_request, SignedHeaders=host;x-goog-date, Signature=5a2c",
+		"SharedKey myaccount:ctzMq410TV3wS7upTBcunJTDLEJwMAZuFPfr0mrrA08=",
+		"sharedkeylite myaccount:ctzMq410TV3wS7upTBcunJTDLEJwMAZuFPfr0mrrA08=",
+		`Hawk id="dh37fgj492je", ts="1353832234", nonce="j4h3g2", mac="6R4rV5iE+NPoym+WwjeHzjAGXUtLNIxmo1vpMofpLAE="`,
+		`Signature keyId="rsa-key-1",algorithm="hs2019",headers="(request-target) (created) host",signature="Base64(RSA-SHA512(signing string))"`,
 	} {
 		t.Run(strings.TrimSpace(key), func(t *testing.T) {
 			f := newFixture(t, testConfig(t, nil), nil)

@@ -98,6 +98,60 @@ func TestOneRequestCredentialsAreNoKey(t *testing.T) {
 	}
 }
 
+// TestSignedRequestsAreNoKey: the other widely used schemes whose value a
+// client makes anew for each request (a signature over the time and the
+// request, or a nonce), in Authorization, are no key either: S3's SigV2
+// ("AWS <id>:<signature>", over Date, which S3-compatible stores take),
+// Google Cloud Storage's V4 signatures (over x-goog-date), Azure Storage's
+// SharedKey and SharedKeyLite (over x-ms-date), Hawk (a MAC over a
+// timestamp and a nonce) and the Cavage drafts' scheme "Signature" (over
+// (created) or Date). Counted as keys, every request of a client of an
+// origin that authenticates so was a fresh identity of the default plan,
+// never limited, and an entry of the store each. The scheme is matched in
+// any case, followed by a space or a tab; a scheme that only begins as one
+// of them, and a key that begins with the same letter, stay keys.
+func TestSignedRequestsAreNoKey(t *testing.T) {
+	auth := func(v string) http.Header { return http.Header{"Authorization": {v}} }
+	sig := func(i int) string { return strconv.Itoa(1e9 + i) }
+	for _, tt := range []struct {
+		name    string
+		header  func(i int) http.Header
+		limited bool // the 4th request is refused: free allows 3 a minute
+	}{
+		{"S3 SigV2", func(i int) http.Header { return auth("AWS AKIAIOSFODNN7EXAMPLE:" + sig(i)) }, true},
+		{"S3 SigV2, scheme in lower case", func(i int) http.Header { return auth("aws AKIAIOSFODNN7EXAMPLE:" + sig(i)) }, true},
+		{"GOOG4-HMAC-SHA256", func(i int) http.Header {
+			return auth("GOOG4-HMAC-SHA256 Credential=GOOG1EXAMPLE/20261123/auto/storage/goog4_request, SignedHeaders=host;x-goog-date, Signature=" + sig(i))
+		}, true},
+		{"GOOG4-RSA-SHA256, scheme in lower case", func(i int) http.Header {
+			return auth("goog4-rsa-sha256 Credential=sa@example.iam.gserviceaccount.com/20261123/auto/storage/goog4_request, SignedHeaders=host;x-goog-date, Signature=" + sig(i))
+		}, true},
+		{"SharedKey", func(i int) http.Header { return auth("SharedKey myaccount:" + sig(i)) }, true},
+		{"SharedKeyLite, tab", func(i int) http.Header { return auth("SharedKeyLite\tmyaccount:" + sig(i)) }, true},
+		{"Hawk", func(i int) http.Header {
+			return auth(`Hawk id="dh37fgj492je", ts="` + strconv.Itoa(1353832234+i) + `", nonce="j4h3g` + strconv.Itoa(i) + `", mac="` + sig(i) + `"`)
+		}, true},
+		{"Hawk, scheme in upper case", func(i int) http.Header {
+			return auth(`HAWK id="dh37fgj492je", ts="1353832234", nonce="j4h3g2", mac="` + sig(i) + `"`)
+		}, true},
+		{"Signature (Cavage)", func(i int) http.Header {
+			return auth(`Signature keyId="rsa-key-1",algorithm="hs2019",created=` + strconv.Itoa(1402170695+i) + `,headers="(request-target) (created) host",signature="` + sig(i) + `"`)
+		}, true},
+		{"signature (Cavage), scheme in lower case", func(i int) http.Header { return auth(`signature keyId="k",signature="` + sig(i) + `"`) }, true},
+		{"Hawk after X-API-Key: the key", func(i int) http.Header {
+			return http.Header{"X-Api-Key": {"k" + strconv.Itoa(i)}, "Authorization": {`Hawk id="x", ts="1", nonce="n", mac="m"`}}
+		}, false},
+		{"a key that begins with a scheme's letter: a key each", func(i int) http.Header { return auth("sk_live_" + sig(i)) }, false},
+		{"a scheme that only begins as AWS", func(i int) http.Header { return auth("AWSX k" + strconv.Itoa(i)) }, false},
+		{"a scheme that only begins as SharedKey", func(i int) http.Header { return auth("SharedKeys k" + strconv.Itoa(i)) }, false},
+		{"a scheme that only begins as Signature", func(i int) http.Header { return auth("Signatures k" + strconv.Itoa(i)) }, false},
+		{"a scheme that only begins as Hawk", func(i int) http.Header { return auth("Hawkeye k" + strconv.Itoa(i)) }, false},
+		{"a scheme that only begins as GOOG4", func(i int) http.Header { return auth("GOOG4-HMAC-SHA k" + strconv.Itoa(i)) }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) { fourthLimited(t, tt.header, tt.limited) })
+	}
+}
+
 // fourthLimited sends four requests from one address, the i-th with the
 // header header(i), to the free plan of testConfig (3 a minute), and fails
 // unless the fourth is refused exactly when limited: when the values were

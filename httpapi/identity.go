@@ -34,7 +34,7 @@ const (
 // apiKey finds the first configured key header present and writes the
 // SHA-256 of its whole value, as hashKey counts it (for Authorization,
 // "Bearer abc" is "bearer abc"), into sum. An empty value
-// is no key, and so is an AWS signature (signature). White space around
+// is no key, and so is a credential of one request (signature). White space around
 // a value is not the key's: every platform drops HTTP's before the handler
 // runs (the Lambda's adapter since 925519a; counted with it, " k" was a
 // fresh client while the origin served k), and apiKey drops it too, for a
@@ -70,31 +70,58 @@ func (h *Handler) apiKey(r *http.Request, sum *[sha256.Size]byte) bool {
 }
 
 // signature reports whether v is a credential made for one request, which
-// is no key: an AWS signature (SigV4, SigV4a: the schemes
-// "AWS4-HMAC-SHA256" and "AWS4-ECDSA-P256-SHA256"), which changes with each
-// second, path and body; Digest credentials (RFC 7616: a response over the
-// method, URI, nonce count and client nonce); and OAuth 1.0's (RFC 5849),
-// which carry a nonce, a timestamp and a signature. A Function URL behind
-// CloudFront's origin access control gets CloudFront's SigV4 on every
-// request, and counted as a key each anonymous request was a fresh client;
-// so was each request of a Digest or OAuth 1.0 client, never limited, and
-// an entry of the store each. An OAuth value without oauth_nonce (an OAuth
-// 2 token under that scheme, OAuth 1.0's PLAINTEXT) is the same on each
-// request, and a key.
+// is no key: a signature over the request and the time, or a nonce. Each
+// scheme is one whose value the client makes anew for each request:
+//
+//   - AWS's SigV4 and SigV4a ("AWS4-HMAC-SHA256", "AWS4-ECDSA-P256-SHA256")
+//     and S3's SigV2 ("AWS <id>:<signature>", over the Date), which
+//     S3-compatible stores still take;
+//   - Google Cloud Storage's V4 signatures ("GOOG4-HMAC-SHA256",
+//     "GOOG4-RSA-SHA256"), over x-goog-date;
+//   - Azure Storage's Shared Key ("SharedKey <account>:<signature>", or
+//     "SharedKeyLite"), over x-ms-date or Date;
+//   - Hawk's (a MAC over a timestamp and the client's nonce) and the
+//     scheme "Signature" of the Cavage drafts (HTTP Signatures: over
+//     (created), by default, or Date, and the request target);
+//   - Digest credentials (RFC 7616: a response over the method, URI, nonce
+//     count and client nonce), and OAuth 1.0's (RFC 5849), which carry a
+//     nonce, a timestamp and a signature.
+//
+// A Function URL behind CloudFront's origin access control gets
+// CloudFront's SigV4 on every request, and counted as a key each anonymous
+// request was a fresh client; so was each request of a client that signs,
+// never limited, and an entry of the store each. An OAuth value without
+// oauth_nonce (an OAuth 2 token under that scheme, OAuth 1.0's PLAINTEXT)
+// is the same on each request, and a key.
+//
+// It runs for every request with a key: a Bearer token or a key whose
+// first letter begins none of the schemes is turned away by its first
+// byte.
 func signature(v string) bool {
-	switch {
-	case len(v) < 7:
-		return false
-	case v[5] == ' ' || v[5] == '\t':
-		return asciiEqualFold(v[:5], "OAuth") && strings.Contains(v[6:], "oauth_nonce")
-	case v[6] == ' ' || v[6] == '\t':
-		return asciiEqualFold(v[:6], "Digest")
-	case v[4] != '-':
-		return false // both AWS schemes start "AWS4-": a key seldom does
+	if len(v) < 5 {
+		return false // "AWS a" is the shortest
 	}
-	const longest = len("AWS4-ECDSA-P256-SHA256")
-	i := strings.IndexAny(v[:min(len(v), longest+1)], " \t") // not the whole of a 64 KiB key
-	return i > 0 && (asciiEqualFold(v[:i], "AWS4-HMAC-SHA256") || asciiEqualFold(v[:i], "AWS4-ECDSA-P256-SHA256"))
+	switch v[0] | 0x20 { // the first letter in lower case
+	case 'a':
+		return hasScheme(v, "AWS") || hasScheme(v, "AWS4-HMAC-SHA256") || hasScheme(v, "AWS4-ECDSA-P256-SHA256")
+	case 'd':
+		return hasScheme(v, "Digest")
+	case 'g':
+		return hasScheme(v, "GOOG4-HMAC-SHA256") || hasScheme(v, "GOOG4-RSA-SHA256")
+	case 'h':
+		return hasScheme(v, "Hawk")
+	case 'o':
+		return hasScheme(v, "OAuth") && strings.Contains(v[6:], "oauth_nonce")
+	case 's':
+		return hasScheme(v, "Signature") || hasScheme(v, "SharedKey") || hasScheme(v, "SharedKeyLite")
+	}
+	return false
+}
+
+// hasScheme reports whether v begins with the auth-scheme s, in any case
+// (RFC 9110 11.1), followed by a space or a tab.
+func hasScheme(v, s string) bool {
+	return len(v) > len(s) && (v[len(s)] == ' ' || v[len(s)] == '\t') && asciiEqualFold(v[:len(s)], s)
 }
 
 // hashKey writes the SHA-256 of key to sum. A key with commas is
