@@ -212,31 +212,28 @@ func wantsBody(r *http.Request) bool {
 		r.ContentLength > 0 && r.ContentLength <= httpapi.MaxCheckBody
 }
 
-// strayPercents returns the URL u of a request as workerd gives it with
-// every "%" of its path that begins no escape ("/100%", "/%zz") written
-// "%25", as the Lambda's adapter escapes it, and whether there was one.
-// workerd passes such a path on as the client sent it, and syumai parses
-// the URL with Go's url package, which refuses it: the Worker threw (a
-// 500, Cloudflare's error 1101) before the request was decided, neither
-// counted nor passed on. The query is left as it is: Go does not refuse
-// its escapes.
-func strayPercents(u string) (string, bool) {
-	var b []byte // u[:from] escaped, once there is a stray "%"
-	from := 0
-	for i := 0; i < len(u) && u[i] != '?' && u[i] != '#'; i++ {
-		if u[i] == '%' && (i+2 >= len(u) || !isHex(u[i+1]) || !isHex(u[i+2])) {
-			b = append(append(b, u[from:i+1]...), "25"...)
-			from = i + 1
-		}
+// escapedURL returns the URL u of a request as workerd gives it with its
+// path escaped as the Lambda's adapter escapes a Function URL's
+// (httpapi.EscapePath), and whether that changed it. The query is left as
+// it is: Go does not refuse its escapes.
+//
+// workerd passes a "%" that begins no escape ("/100%", "/%zz") on as the
+// client sent it, and syumai parses the URL with Go's url package, which
+// refuses it: the Worker threw (a 500, Cloudflare's error 1101) before the
+// request was decided, neither counted nor passed on; it becomes "%25".
+// A "|" (and, from a parser older than WHATWG's of 2024, a "^"), which
+// WHATWG's URL parser leaves unescaped, Go takes in the path but not in
+// its RawPath, which it then drops: its EscapedPath, which the proxy sent,
+// was the decoded path escaped again, and "/files/a%2Fb|x" reached the
+// origin as "/files/a/b%7Cx", another resource to an origin that routes
+// on "%2F"; it becomes "%7C".
+func escapedURL(u string) (string, bool) {
+	end := strings.IndexAny(u, "?#")
+	if end < 0 {
+		end = len(u)
 	}
-	if b == nil {
-		return u, false
-	}
-	return string(append(b, u[from:]...)), true
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+	p := httpapi.EscapePath(u[:end], false) // scheme and host hold no byte it escapes
+	return p + u[end:], len(p) != end
 }
 
 // clientIP is the address Cloudflare saw the client connect from.

@@ -403,6 +403,9 @@ func TestProxy(t *testing.T) {
 		{"escaped path", "https://origin.example.com/base%20dir/", "https://w.example.com/files/a%2Fb?x=1", "GET", "", "https://origin.example.com/base%20dir/files/a%2Fb?x=1", ""},
 		{"escaped path, self", "self", "https://api.example.com/files/a%2Fb", "GET", "", "https://api.example.com/files/a%2Fb", ""},
 		{"base ending in an escaped slash", "https://origin.example.com/a%2F", "https://w.example.com/x%2Fy", "GET", "", "https://origin.example.com/a%2F/x%2Fy", ""},
+		// Next to a byte Go does not take unescaped in an escaped path
+		// (httpapi.ParseOrigin; a request's path, escapedURL).
+		{"base with an escaped slash and a |", "https://origin.example.com/a%2Fb|/", "https://w.example.com/x", "GET", "", "https://origin.example.com/a%2Fb%7C/x", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1269,10 +1272,11 @@ func TestProxyWebSocket(t *testing.T) {
 	}
 }
 
-// TestStrayPercents: a "%" of a request URL's path that begins no escape
-// becomes "%25", so that Go's url package takes the URL; escapes, the
-// query and URLs without one are left as they are.
-func TestStrayPercents(t *testing.T) {
+// TestEscapedURL: a "%" of a request URL's path that begins no escape
+// becomes "%25", so that Go's url package takes the URL, and a "|" or "^"
+// is escaped, so that Go keeps the path's escapes ("%2F"); escapes, the
+// query and URLs without such a byte are left as they are.
+func TestEscapedURL(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"https://a.example/v1/items?q=1", ""},
 		{"https://a.example/a%2Fb/caf%C3%a9", ""},
@@ -1282,13 +1286,16 @@ func TestStrayPercents(t *testing.T) {
 		{"https://a.example/a%2?x", "https://a.example/a%252?x"},
 		{"https://a.example/%%41", "https://a.example/%25%41"},
 		{"https://a.example/%u002e?q=50%&r=%zz", "https://a.example/%25u002e?q=50%&r=%zz"},
+		{"https://a.example/files/a%2Fb|x^y?q=|", "https://a.example/files/a%2Fb%7Cx%5Ey?q=|"},
+		{"https://a.example:8443/a|b#c|d", "https://a.example:8443/a%7Cb#c|d"},
+		{"http://[::1]:8787/(a)[b]!$&'*+,;=:@~", ""},
 	} {
-		got, ok := strayPercents(tc.in)
+		got, ok := escapedURL(tc.in)
 		if want := cmp.Or(tc.want, tc.in); got != want || ok != (tc.want != "") {
-			t.Errorf("strayPercents(%q) = %q, %t; want %q, %t", tc.in, got, ok, want, tc.want != "")
+			t.Errorf("escapedURL(%q) = %q, %t; want %q, %t", tc.in, got, ok, want, tc.want != "")
 		}
-		if _, err := url.Parse(got); err != nil {
-			t.Errorf("strayPercents(%q) = %q, which url.Parse refuses: %v", tc.in, got, err)
+		if u, err := url.Parse(got); err != nil || u.EscapedPath() != u.RawPath && u.RawPath != "" {
+			t.Errorf("escapedURL(%q) = %q, which url.Parse refuses or whose RawPath it drops: %v", tc.in, got, err)
 		}
 	}
 }

@@ -126,16 +126,16 @@ type wsAnswer struct {
 }
 
 // wrap puts itself around syumai's handleRequest, which worker.mjs calls
-// once the Go instance is ready. It also hands syumai the request with the
-// stray "%"s of its path escaped (strayPercents), which syumai's
-// conversion refused.
+// once the Go instance is ready. It also hands syumai the request with its
+// path escaped (escapedURL): syumai's conversion refused a stray "%", and
+// Go's url package wrote a path holding a "|" out with each "%2F" decoded.
 func (a *wsAnswer) wrap() {
 	g := js.Global()
 	binding := g.Get("context").Get("binding")
 	serve := binding.Get("handleRequest")
 	binding.Set("handleRequest", js.FuncOf(func(_ js.Value, args []js.Value) any {
 		req := args[0]
-		if u, ok := strayPercents(req.Get("url").String()); ok {
+		if u, ok := escapedURL(req.Get("url").String()); ok {
 			if r, err := jsasync.New(g.Get("Request"), u, req); err == nil {
 				req = r
 			}

@@ -26,7 +26,9 @@ import (
 // cookies, Accept-Encoding) with X-Forwarded-For, -Host and -Proto set,
 // except that query parameters Go cannot parse (with a ';' or a bad
 // escape) are dropped, as httputil.ReverseProxy does against parameter
-// smuggling. Answers come back as the origin sent them: redirects are not
+// smuggling, and that the path's bytes that do not stand for themselves
+// in a path ('|', '^', '{', ...) are escaped, its escapes ("%2F") kept
+// (EscapePath). Answers come back as the origin sent them: redirects are not
 // followed, compressed bodies are not decoded, and one the origin breaks
 // off is aborted, not ended as if whole. Connections to the origin are
 // kept alive. An unreachable origin is a 502 problem+json, one that does
@@ -69,6 +71,10 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 	return &httputil.ReverseProxy{
 		ErrorLog: errorLog,
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			// SetURL joins the paths' url.URL.EscapedPath, which turns
+			// each "%2F" of a RawPath holding a "|" into a "/"
+			// (EscapePath): the origin would serve another resource.
+			pr.Out.URL.RawPath = EscapePath(pr.Out.URL.RawPath, false)
 			pr.SetURL(target)
 			if pr.Out.Body != nil {
 				pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body}
@@ -344,6 +350,9 @@ func ParseOrigin(s string) (*url.URL, error) {
 			return nil, fmt.Errorf("%q: port %q: must be 1 to 65535", shown, p)
 		}
 	}
+	// A path holding "%2F" and a "|" would reach the origin with the
+	// "%2F" a "/" (EscapePath).
+	u.RawPath = EscapePath(u.RawPath, false)
 	return u, nil
 }
 

@@ -522,6 +522,15 @@ func TestParseOriginRefusesEmptyPort(t *testing.T) {
 // origin URL with a path or a query: its path goes before the request's
 // (one slash between them, an escaped slash kept), its query before the
 // request's.
+//
+// A path holding an escaped slash and a byte Go's url package does not
+// take unescaped in an escaped path ("|", "^", "{", a backslash, a byte of
+// 0x80 or more), the request's or the origin URL's, reaches the origin
+// with "%2F" kept and that byte escaped. url.URL's EscapedPath refused
+// such a RawPath and escaped the decoded Path instead: "/files/a%2Fb|x"
+// reached the origin as "/files/a/b%7Cx", another resource to an origin
+// that routes on "%2F" than the one the client asked for and the
+// pre-filter priced.
 func TestProxyOriginPathAndQuery(t *testing.T) {
 	got := make(chan string, 1)
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -534,6 +543,15 @@ func TestProxyOriginPathAndQuery(t *testing.T) {
 		{"/base", "/v1/a%2Fb", "/base/v1/a%2Fb"},
 		{"/base?token=abc", "/v1/items?x=1", "/base/v1/items?token=abc&x=1"},
 		{"?token=abc", "/v1/items", "/v1/items?token=abc"},
+		{"", "/files/a%2Fb|x", "/files/a%2Fb%7Cx"},
+		{"", "/files/a%2Fb^x?q=1", "/files/a%2Fb%5Ex?q=1"},
+		{"", "/files/{a%2Fb}/`\"<>\\", "/files/%7Ba%2Fb%7D/%60%22%3C%3E%5C"},
+		{"", "/files/a%2Fb/caf\xc3\xa9", "/files/a%2Fb/caf%C3%A9"},
+		{"", "/files/a%2fb|x", "/files/a%2fb%7Cx"}, // the client's escapes, as sent
+		{"", "/files/%41|x", "/files/%41%7Cx"},
+		{"", "/files/a|b", "/files/a%7Cb"}, // no "%2F": escaped as before
+		{"/base", "/files/a%2Fb|x", "/base/files/a%2Fb%7Cx"},
+		{"/b%2Fse|", "/files/a", "/b%2Fse%7C/files/a"},
 	} {
 		u, err := ParseOrigin(origin.URL + tc.origin)
 		if err != nil {

@@ -192,7 +192,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 		// Else the rest would be taken for the path, query or user.
 		return nil, fmt.Errorf("lambda: event: %s %q is not a host name", hostField, host)
 	}
-	target := "https://" + host + escapePath(path, decoded)
+	target := "https://" + host + httpapi.EscapePath(path, decoded)
 	if ev.RawQueryString != "" {
 		// A "#" the client sent in the query is data: unescaped, it would
 		// end the query there and hide the rest from the origin.
@@ -291,61 +291,6 @@ func withoutStage(path, stage string) string {
 		return path // /production under the stage prod: no stage segment
 	}
 	return rest
-}
-
-// escapePath makes rawPath an escaped path that stands for what the
-// client sent. An escaped rawPath (a Function URL's) keeps its escapes,
-// %XX. In a decoded one (an HTTP API's) every '%' is a character, never an
-// escape (the HTTP API decoded the client's escapes, once or, third-party
-// captures show, twice), so it is escaped again; kept, a /files/%41 in
-// rawPath would reach the origin as /files/A, and a %2F as a separator.
-//
-// Either way, a byte that does not stand for itself in a path is escaped:
-// '?' and '#', which would start the query or a fragment, a '%' that
-// begins no escape, spaces, controls, non-ASCII bytes and the rest outside
-// RFC 3986's pchar. The result is one Go's url package keeps as its
-// RawPath (so a Function URL's %2F reaches the origin as %2F), and
-// escaping it again as an escaped path changes nothing.
-func escapePath(rawPath string, decoded bool) string {
-	const hex = "0123456789ABCDEF"
-	var b []byte // nil until the first byte that needs escaping
-	for i := 0; i < len(rawPath); i++ {
-		c := rawPath[i]
-		if pathByte(c) || c == '%' && !decoded && isEscape(rawPath[i:]) {
-			if b != nil {
-				b = append(b, c)
-			}
-			continue
-		}
-		if b == nil {
-			b = append(make([]byte, 0, len(rawPath)+16), rawPath[:i]...)
-		}
-		b = append(b, '%', hex[c>>4], hex[c&15])
-	}
-	if b == nil {
-		return rawPath
-	}
-	return string(b)
-}
-
-// pathByte reports whether c stands for itself in an escaped path: a
-// pchar of RFC 3986 other than an escape, '/', or '[' and ']', which
-// browsers and Go's url package leave alone too.
-func pathByte(c byte) bool {
-	switch {
-	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		return true
-	}
-	return strings.IndexByte("-._~!$&'()*+,;=:@/[]", c) >= 0
-}
-
-// isEscape reports whether s starts with a percent escape, %XX.
-func isEscape(s string) bool {
-	return len(s) >= 3 && s[0] == '%' && isHex(s[1]) && isHex(s[2])
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // writer buffers a response for the Lambda result. Like net/http's, it
