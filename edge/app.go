@@ -232,7 +232,10 @@ func escapedURL(u string) (string, bool) {
 	if end < 0 {
 		end = len(u)
 	}
-	p := httpapi.EscapePath(u[:end], false) // scheme and host hold no byte it escapes
+	// Escaped with the path: the scheme and host, which hold none of its
+	// bytes but for a host that WHATWG's parser takes with '"', '`', '{'
+	// or '}', which Go refuses escaped or not, as before.
+	p := httpapi.EscapePath(u[:end], false)
 	return p + u[end:], len(p) != end
 }
 
@@ -705,7 +708,7 @@ func sniffed(w http.ResponseWriter, res *http.Response) {
 		w.Header().Set("Content-Type", http.DetectContentType(first[:n]))
 	}
 	w.WriteHeader(res.StatusCode)
-	if n > 0 && res.ContentLength > 0 && fixedBody(w, first[:n], res.Body, res.ContentLength) {
+	if n > 0 && res.ContentLength > 0 && fixedBody(w, first[:n], err, res.Body, res.ContentLength) {
 		return
 	}
 	if n > 0 { // an empty Write waits for the runtime to read (io.Pipe)

@@ -174,7 +174,8 @@ func nullBody(body io.Reader) bool {
 	return s.IsNull() || s.IsUndefined()
 }
 
-// fixedBody answers with chunk and then rest, n bytes in all, as the body
+// fixedBody answers with chunk, read with the error err, and then rest
+// unless err ended it (EOF, or the origin broke off), n bytes in all, as the body
 // of w's answer, whose header w has written: through a FixedLengthStream of
 // n bytes that the runtime reads as it sends, each write awaited. It
 // reports false, having read nothing, when w takes no JavaScript stream (or
@@ -185,7 +186,7 @@ func nullBody(body io.Reader) bool {
 // had not read yet, 800 MB of workerd's memory for 96 MB sent to a client
 // that read slowly, where Cloudflare resets an isolate past 128 MB
 // (TestWorkerdUntypedBackpressure).
-func fixedBody(w http.ResponseWriter, chunk []byte, rest io.Reader, n int64) bool {
+func fixedBody(w http.ResponseWriter, chunk []byte, err error, rest io.Reader, n int64) bool {
 	bw, ok := bodyWriter(w).(interface {
 		WriteRawJSBody(js.Value)
 		Ready()
@@ -194,8 +195,8 @@ func fixedBody(w http.ResponseWriter, chunk []byte, rest io.Reader, n int64) boo
 		return false
 	}
 	g := js.Global()
-	stream, err := jsasync.New(g.Get("FixedLengthStream"), n)
-	if err != nil {
+	stream, serr := jsasync.New(g.Get("FixedLengthStream"), n)
+	if serr != nil {
 		return false
 	}
 	out := stream.Get("writable").Call("getWriter")

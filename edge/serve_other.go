@@ -23,4 +23,4 @@ func bodyWriter(w http.ResponseWriter) io.Writer { return w }
 func nullBody(io.Reader) bool { return false }
 
 // fixedBody is false: outside js/wasm no writer takes a JavaScript stream.
-func fixedBody(http.ResponseWriter, []byte, io.Reader, int64) bool { return false }
+func fixedBody(http.ResponseWriter, []byte, error, io.Reader, int64) bool { return false }

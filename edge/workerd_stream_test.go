@@ -262,9 +262,15 @@ const hugeLen = 48 << 20
 // early, never make the test fail.
 const hugeStall = 2 * time.Second
 
-// untypedHuge receives how the test origin's huge untyped answer ended: nil
-// when it was sent whole.
-var untypedHuge = make(chan error, 1)
+// hugeEnd is how the test origin's huge untyped answer ended: the bytes
+// its writes took, and nil when it was sent whole.
+type hugeEnd struct {
+	sent int
+	err  error
+}
+
+// untypedHuge receives how the test origin's huge untyped answer ended.
+var untypedHuge = make(chan hugeEnd, 1)
 
 // TestWorkerdUntypedBackpressure: the body of an untyped answer of a
 // declared length, which goes through Go to be sniffed, is read from the
@@ -299,9 +305,14 @@ func TestWorkerdUntypedBackpressure(t *testing.T) {
 	}
 	// The client reads no more, and stays.
 	select {
-	case err := <-untypedHuge:
-		if err == nil {
-			t.Errorf("the origin sent all %d bytes to a client that read 64 KiB: the Worker read ahead of the client", hugeLen)
+	case end := <-untypedHuge:
+		// A stall of hugeStall in a Worker that reads ahead (a loaded
+		// machine) could end the answer early too: the bytes sent tell
+		// the two apart, the buffers in between (13 to 26 MB measured,
+		// wrangler's proxy among them) against more than 3/4 of hugeLen.
+		t.Logf("the origin's writes took %d bytes, then %v", end.sent, end.err)
+		if end.err == nil || end.sent > hugeLen*3/4 {
+			t.Errorf("the origin sent %d of %d bytes (%v) to a client that read 64 KiB: the Worker read ahead of the client", end.sent, hugeLen, end.err)
 		}
 	case <-time.After(2 * time.Minute): // a hang limit: the origin's answer ends either way
 		t.Fatal("the origin's answer did not end")

@@ -162,7 +162,7 @@ func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
 	case req.Key == "":
 		return req, &fieldError{"key", "is only white space, which is no key"}
 	case signature(req.Key):
-		return req, &fieldError{"key", "is a credential of one request (a signature of the scheme AWS, AWS4-*, GOOG4-*, SharedKey, SharedKeyLite, Hawk or Signature; Digest; OAuth 1.0), which is no key (it changes with each request): send the client's API key"}
+		return req, &fieldError{"key", "is a credential of one request (a signature of the scheme AWS, AWS4-HMAC-SHA256, AWS4-ECDSA-P256-SHA256, GOOG4-HMAC-SHA256, GOOG4-RSA-SHA256, SharedKey, SharedKeyLite, Hawk or Signature; Digest; OAuth 1.0), which is no key (it changes with each request): send the client's API key"}
 	case req.Cost != nil && *req.Cost < 0:
 		return req, &fieldError{"cost", fmt.Sprintf("%d: must not be negative", *req.Cost)}
 	}

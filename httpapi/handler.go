@@ -851,6 +851,8 @@ func (h *Handler) cost(r *http.Request) int64 {
 	if q := r.URL.RawQuery; strings.Contains(q, "method") || strings.Contains(q, "%") {
 		methodParams(q, func(v string) { h.noteMethods(seen, v) })
 	}
+	// At most 8: the path, its kept-%2F reading, each of these read with
+	// backslashes as slashes, each of those without ";" parameters.
 	paths := [8]string{cleanPath(r.URL.Path)}
 	n := 1
 	if raw := r.URL.RawPath; strings.Contains(raw, "%2") {

@@ -788,6 +788,7 @@ func TestCostRoutes(t *testing.T) {
 		{"POST", `/v1\items;a=b\42`, 3},
 		{"POST", `/V1\ITEMS\`, 3},
 		{"POST", `/v1\item`, 1},
+		{"POST", `/v1/x%2F..\items;a=b\42`, 3}, // every reading at once: %2F, "\" and ";"
 	}
 	for _, tt := range tests {
 		t.Run(tt.method+" "+tt.path, func(t *testing.T) {

@@ -93,6 +93,15 @@ func TestOneRequestCredentialsAreNoKey(t *testing.T) {
 			return http.Header{"Authorization": {`OAuth oauth_consumer_key="c` + strconv.Itoa(i) + `", oauth_signature_method="PLAINTEXT", oauth_signature="s%26"`}}
 		}, false},
 		{"a scheme that only begins so", func(i int) http.Header { return http.Header{"Authorization": {"Digests k" + strconv.Itoa(i)}} }, false},
+		// Two lines are one value, joined as the Worker and API Gateway
+		// join them: the local server counted it as a key (found by
+		// review).
+		{"Digest on two lines", func(i int) http.Header {
+			return http.Header{"Authorization": {digest("Digest", i), digest("Digest", i+100)}}
+		}, true},
+		{"a key on two lines: a key each", func(i int) http.Header {
+			return http.Header{"Authorization": {"k" + strconv.Itoa(i), "x"}}
+		}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) { fourthLimited(t, tt.header, tt.limited) })
 	}

@@ -55,14 +55,19 @@ func (h *Handler) apiKey(r *http.Request, sum *[sha256.Size]byte) bool {
 			// serves the key in the next header.
 			continue
 		}
-		switch vs := r.Header[name]; {
-		case len(vs) == 1:
-			if v := trimKey(vs[0]); v != "" && !signature(v) {
-				hashKey(v, sum)
-				return true
-			}
-		case len(vs) > 1:
-			hashKey(trimKey(strings.Join(vs, ",")), sum)
+		vs := r.Header[name]
+		if len(vs) == 0 {
+			continue
+		}
+		v := vs[0]
+		if len(vs) > 1 {
+			// Joined before signature reads it, as the Worker and API
+			// Gateway join the lines: two lines of one request's
+			// credential were a key here, one line there.
+			v = strings.Join(vs, ",")
+		}
+		if v = trimKey(v); v != "" && !signature(v) {
+			hashKey(v, sum)
 			return true
 		}
 	}
