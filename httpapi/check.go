@@ -71,7 +71,7 @@ func (e *fieldError) Error() string { return e.field + ": " + e.reason }
 
 // decodeCheck reads a check request body of at most MaxCheckBody bytes:
 // one JSON object with no unknown or repeated fields, a key that the
-// pre-filter would take for one (trimmed of white space as it is; not an
+// pre-filter would take for one (trimmed of white space as it is; not a
 // credential of one request: signature) and a non-negative cost. A leading UTF-8 byte order mark is ignored (RFC 8259
 // section 8.1 allows it; some clients send one).
 func decodeCheck(body io.Reader) (checkRequest, *fieldError) {
