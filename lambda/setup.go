@@ -61,7 +61,7 @@ func setup(ctx context.Context, getenv func(string) string, logs io.Writer) (htt
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrOrigin, err)
 		}
-		next = httpapi.NewProxy(u, log, cfg.Identity.Prefixes())
+		next = originProxy(u, log, cfg.Identity.Prefixes(), time.Now)
 	}
 	table := getenv(EnvTable)
 	if table == "" {
