@@ -55,10 +55,10 @@
 // not a deadline error after the whole budget.
 //
 // Writes are not idempotent (ADD): the Store retries an UpdateItem only
-// after throttling, which DynamoDB did not apply. A 5xx, a timeout or a
-// connection lost after sending may have been applied, so it is returned as
-// an error instead of counting the request twice. Reads keep the client's
-// retries.
+// after throttling, which DynamoDB did not apply, or a failed dial, which
+// sent nothing. A 5xx, a timeout or a connection lost after sending may
+// have been applied, so it is returned as an error instead of counting the
+// request twice. Reads keep the client's retries.
 //
 // # Expiry
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -292,10 +293,11 @@ func (s *Store) get(ctx context.Context, id string) (map[string]types.AttributeV
 }
 
 // writeRetryer retries a write only after an error that says DynamoDB did
-// not apply it: throttling. An UpdateItem with ADD is not idempotent; after
-// a 5xx, a timeout or a connection lost once the request was sent, it may
-// have been applied, and a retry would count the request twice (or deny
-// a request it already counted). Those errors go to the caller, whose
+// not apply it: throttling, or a connection that could not be made
+// (notSent). An UpdateItem with ADD is not idempotent; after a 5xx, a
+// timeout or a connection lost once the request was sent, it may have
+// been applied, and a retry would count the request twice (or deny a
+// request it already counted). Those errors go to the caller, whose
 // on_store_error decides. Reads keep the client's full retries.
 var writeRetryer = retry.NewStandard(func(o *retry.StandardOptions) {
 	o.MaxAttempts = MaxAttempts
@@ -304,8 +306,29 @@ var writeRetryer = retry.NewStandard(func(o *retry.StandardOptions) {
 	o.Retryables = []retry.IsErrorRetryable{
 		retry.NoRetryCanceledError{},
 		retry.RetryableErrorCode{Codes: retry.DefaultThrottleErrorCodes},
+		notSent{},
 	}
 })
+
+// notSent retries a write whose connection could not be made: the dial
+// failed (a lookup of the endpoint that failed, an address that refused
+// or could not be reached), so not a byte of the request was sent and
+// DynamoDB cannot have applied it. It is the first request after an idle
+// connection was dropped (RegionalIdleTimeout) that dials: left
+// unretried, such a failure let the request through uncounted under
+// on_store_error allow (a 503 under deny) where a second attempt within
+// store_timeout would have counted it. A failure after the connection was
+// made, in its TLS handshake included, is not taken for one: the error
+// does not say whether the request went out.
+type notSent struct{}
+
+func (notSent) IsErrorRetryable(err error) aws.Ternary {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
+}
 
 // retryThrottlesOnly is the per-call option of the Store's writes.
 func retryThrottlesOnly(o *dynamodb.Options) { o.Retryer = &inBudget{RetryerV2: writeRetryer} }
