@@ -11,11 +11,18 @@ import (
 
 // samGenerated returns the logical ids SAM's transform makes for the
 // template's functions that the template may refer to: each function's
-// Function URL and role, and the implicit HTTP API of HttpApi events.
+// Function URL and role, and the implicit HTTP API when a function has an
+// HttpApi event (SAM makes none without one).
 func samGenerated(tpl map[string]any) []string {
-	ids := []string{"ServerlessHttpApi"}
+	var ids []string
 	for _, fn := range resources(tpl, "AWS::Serverless::Function") {
 		ids = append(ids, fn+"Url", fn+"Role")
+		events, _ := at(tpl, "Resources", fn, "Properties", "Events").(map[string]any)
+		for _, e := range events {
+			if at(e, "Type") == "HttpApi" && !slices.Contains(ids, "ServerlessHttpApi") {
+				ids = append(ids, "ServerlessHttpApi")
+			}
+		}
 	}
 	return ids
 }
@@ -58,6 +65,20 @@ func refTargets(v any, at string, out map[string]string) {
 // installed).
 func TestTemplateReferencesExist(t *testing.T) {
 	tpl := loadTemplate(t)
+	targets := map[string]string{}
+	refTargets(tpl, "", targets)
+	if len(targets) < 5 {
+		t.Fatalf("found %d references in template.yaml: %v", len(targets), targets)
+	}
+	for _, p := range unresolved(tpl) {
+		t.Error(p)
+	}
+}
+
+// unresolved names each reference of tpl (!Ref, !GetAtt, !Sub) to
+// something that is no parameter, resource, resource SAM makes for it
+// (samGenerated) or pseudo parameter, with where it stands.
+func unresolved(tpl map[string]any) []string {
 	known := samGenerated(tpl)
 	for _, section := range []string{"Parameters", "Resources"} {
 		m, _ := tpl[section].(map[string]any)
@@ -67,13 +88,85 @@ func TestTemplateReferencesExist(t *testing.T) {
 	}
 	targets := map[string]string{}
 	refTargets(tpl, "", targets)
-	if len(targets) < 5 {
-		t.Fatalf("found %d references in template.yaml: %v", len(targets), targets)
-	}
+	var bad []string
 	for name, where := range targets {
 		if !slices.Contains(known, name) && !strings.HasPrefix(name, "AWS::") {
-			t.Errorf("%s refers to %q, which the template does not define", where, name)
+			bad = append(bad, fmt.Sprintf("%s refers to %q, which the template does not define", where, name))
 		}
+	}
+	slices.Sort(bad)
+	return bad
+}
+
+// TestTemplateOneFrontEnd: docs/lambda.md tells an operator who needs only
+// one of the two front ends which parts of template.yaml make the other,
+// to delete them; what is left must still deploy. It named only the
+// function URL's parts, and an operator who deleted the HTTP API (the
+// function's HttpApi event) kept the ApiUrl output, whose
+// ${ServerlessHttpApi} then names nothing: CloudFormation refused the
+// stack.
+func TestTemplateOneFrontEnd(t *testing.T) {
+	doc, err := os.ReadFile("../docs/lambda.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The sentence that says what to delete, from "delete the other" to
+	// the end of its parenthesis, white space collapsed.
+	text := strings.Join(strings.Fields(string(doc)), " ")
+	_, says, ok := strings.Cut(text, "delete the other from the template")
+	if !ok {
+		t.Fatal(`docs/lambda.md no longer says "delete the other from the template"`)
+	}
+	says, _, _ = strings.Cut(says, ").")
+	tpl0 := loadTemplate(t)
+	fn := resources(tpl0, "AWS::Serverless::Function")
+	if len(fn) != 1 {
+		t.Fatalf("want one function, got %v", fn)
+	}
+	perms := resources(tpl0, "AWS::Lambda::Permission")
+	for _, c := range []struct {
+		name      string
+		named     []string // what docs/lambda.md must name of it
+		resources []string
+		outputs   []string
+		event     string // an event of the function
+		left      int    // references left unresolved
+	}{
+		{name: "function URL", named: []string{"`SlidegateFunctionUrl`", "two permissions", "`FunctionUrl` output"},
+			resources: append([]string{"SlidegateFunctionUrl"}, perms...), outputs: []string{"FunctionUrl"}},
+		{name: "HTTP API", named: []string{"`HttpApi` event", "`ApiUrl` output"},
+			outputs: []string{"ApiUrl"}, event: "HttpApi"},
+		// What docs/lambda.md said of the HTTP API before: nothing, so
+		// the event alone went.
+		{name: "HTTP API's event alone", event: "HttpApi", left: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, n := range c.named {
+				if !strings.Contains(says, n) {
+					t.Errorf("docs/lambda.md does not name the %s's %s among what to delete: %q", c.name, n, says)
+				}
+			}
+			tpl := loadTemplate(t)
+			for _, id := range c.resources {
+				delete(tpl["Resources"].(map[string]any), id)
+			}
+			for _, id := range c.outputs {
+				delete(tpl["Outputs"].(map[string]any), id)
+			}
+			if c.event != "" {
+				events, _ := at(tpl, "Resources", fn[0], "Properties", "Events").(map[string]any)
+				if _, ok := events[c.event]; !ok {
+					t.Fatalf("the function has no event %s", c.event)
+				}
+				delete(events, c.event)
+			}
+			if bad := unresolved(tpl); len(bad) != c.left {
+				t.Errorf("without the %s, %d references unresolved, want %d: %v", c.name, len(bad), c.left, bad)
+			}
+		})
+	}
+	if len(perms) != 2 {
+		t.Errorf("docs/lambda.md counts the function URL's two permissions; the template has %v", perms)
 	}
 }
 
