@@ -29,7 +29,13 @@ func TestCheckKeyIsThePreFiltersIdentity(t *testing.T) {
 		{"a line read from a file", "X-API-Key", proKey, 10, proKey + "\r\n"},
 		{"scheme in another case", "Authorization", bearer, 3, "BEARER  unlisted-abc"},
 		{"space before a scheme", "Authorization", bearer, 3, " " + bearer},
-		{"a key of the bound, a space after", "X-API-Key", strings.Repeat("k", maxKeyLen), 3, strings.Repeat("k", maxKeyLen) + " "},
+		// A bearer token of the size identity providers issue (a
+		// Keycloak or Entra ID access token is 1.5 to 2.5 KB): the
+		// check API refused any key over 1 KiB, so a service passing on
+		// its clients' Authorization got a 400 for the clients with the
+		// larger tokens (more roles, more groups) alone.
+		{"a JWT of 2 KiB", "Authorization", "Bearer " + jwtSized(2048), 3, "Bearer " + jwtSized(2048)},
+		{"the longest key the body holds, a space after", "X-API-Key", strings.Repeat("k", longestCheckKey), 3, strings.Repeat("k", longestCheckKey) + " "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, testConfig(t, nil), nil)
@@ -102,4 +108,16 @@ func TestCheckKeyThatIsNoKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// longestCheckKey is the longest key a check body of MaxCheckBody bytes
+// holds with a space after it: {"key":"<key> "}.
+const longestCheckKey = MaxCheckBody - len(`{"key":" "}`)
+
+// jwtSized returns a token of n bytes shaped as a JWT: three base64url
+// parts joined by dots.
+func jwtSized(n int) string {
+	b := []byte(strings.Repeat("eyJhbGciOiJSUzI1NiJ9", n/20+1)[:n])
+	b[n/3], b[2*n/3] = '.', '.'
+	return string(b)
 }
