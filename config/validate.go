@@ -303,6 +303,8 @@ func (i Identity) validate() error {
 			why = "an IPv4-mapped CIDR counts its bits from the IPv6 address, so fewer than 96 hold every IPv4 address: write the IPv4 CIDR (10.0.0.0/8), or 96 more bits (::ffff:10.0.0.0/104)"
 		case err == errEveryone:
 			why = "trusts every address: any client could name itself in X-Forwarded-For, a fresh identity with each request: list the proxies' addresses or CIDRs"
+		case err == errZone:
+			why = "has a zone: a peer's address is compared without one, so write the address alone"
 		case err != nil:
 			why = "must be an IP address or a CIDR such as 10.0.0.0/8"
 		default:
