@@ -125,6 +125,7 @@ type RuleUpdater interface {
 type Reader interface {
 	Store
 	// Read sets counts[i] to the stored count of slots[i], zero when
-	// missing. len(counts) must equal len(slots).
+	// missing. len(counts) must equal len(slots). On error it leaves
+	// counts as they were: the limiter then decides on what Load gave.
 	Read(ctx context.Context, id string, slots []Slot, counts []int64) error
 }

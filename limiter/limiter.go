@@ -631,7 +631,23 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 		return false, fmt.Errorf("limiter: load %d counters: %w", len(slots), err)
 	}
 	// A denial on loaded counts is final: they are lower bounds.
-	if ok := sc.Admit(counts); !write || !ok {
+	ok := sc.Admit(counts)
+	if !ok && write && st.read != nil && l.deny != nil {
+		// A store whose Load is a cache (DynamoDB's: the counts this
+		// instance last saw) makes no write for such a denial, so its
+		// wait missed what other instances added since: a Retry-After
+		// too early, met by a second 429. And a cached count above the
+		// table's (another instance took one back) refused a request
+		// the table had room for. The table is read once: the deny
+		// cache then answers the identity until the exact wait
+		// (without it, with CountDenied, every denied request would
+		// read). A failed read leaves the denial on the cached counts,
+		// which it leaves as they were.
+		if st.read.Read(ctx, id, slots, counts) == nil {
+			ok = sc.Admit(counts)
+		}
+	}
+	if !write || !ok {
 		return ok, nil
 	}
 	if st.cond == nil {

@@ -121,6 +121,12 @@ func rule(name string, limit int64, period time.Duration) limiter.Rule {
 	return limiter.Rule{Rule: window.Rule{Name: name, Limit: limit, Period: period}}
 }
 
+// instances returns the limiters of two instances on the table, each with
+// a store (and a cache) of its own.
+func (tb *table) instances(t *testing.T) (*limiter.Limiter, *limiter.Limiter) {
+	return limiter.New(limiter.Options{Store: tb.store(t)}), limiter.New(limiter.Options{Store: tb.store(t)})
+}
+
 // stored reads id's item straight from the table, bypassing every cache.
 func (tb *table) stored(t *testing.T, id string) map[string]int64 {
 	t.Helper()
@@ -266,7 +272,8 @@ func TestDayDenialChargesNoRule(t *testing.T) {
 
 // TestRequestsPerDecision counts the DynamoDB requests of each decision with
 // an SDK middleware: one UpdateItem per admitted decision in steady state,
-// across bucket roll-overs; none while an identity is known to be blocked.
+// across bucket roll-overs; a GetItem for a denial on cached counts; none
+// while an identity is known to be blocked.
 func TestRequestsPerDecision(t *testing.T) {
 	t.Parallel()
 	tb := newTable(t, dynalite.Shared(t).Endpoint)
@@ -309,14 +316,15 @@ func TestRequestsPerDecision(t *testing.T) {
 			}
 			calls.take()
 		}
-		// The instance that counted the ten knows their counts: it denies
-		// from its cache.
+		// The instance that counted the ten denies on its cached counts,
+		// and reads the item once for the wait: other instances may have
+		// counted since (limiter's TestDenialOnCachedCountsWaitsForTheTable).
 		res := check(t1, "burst")
 		if res.Allowed || res.Cached {
 			t.Fatalf("11th request: Allowed %v, Cached %v; want a denial on cached counts", res.Allowed, res.Cached)
 		}
-		if got := calls.take(); len(got) != 0 {
-			t.Errorf("denial on cached counts sent %v, want no request", got)
+		if got := calls.take(); len(got) != 1 || got["GetItem"] != 1 {
+			t.Errorf("denial on cached counts sent %v, want one GetItem", got)
 		}
 		// The other instance learns them from its failed conditional write.
 		// dynalite does not return the item with the failure, so the store
@@ -366,6 +374,43 @@ func TestRequestsPerDecision(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestRetryAfterAcrossInstances: two instances on one table, a minute of 5
+// and a request that costs the whole of it (examples/config.json's free
+// plan and its POST /v1/search). Instance A counted 1 at 12:00:07 and B
+// counted 3 after it; at 12:00:20 A's cache denies the cost-5 request. Its
+// RetryAfter was that of A's cached count of 1 (12:01:00, 40 s) where the
+// table's 4 admit the request at 12:01:45: the client's retry met another
+// 429. It is now the table's, and the request is admitted at it.
+func TestRetryAfterAcrossInstances(t *testing.T) {
+	t.Parallel()
+	a, b := newTable(t, dynalite.Shared(t).Endpoint).instances(t)
+	rules := []limiter.Rule{rule("minute", 5, time.Minute)}
+	ctx := context.Background()
+	check := func(l *limiter.Limiter, at time.Time, cost int64) limiter.Result {
+		t.Helper()
+		res, err := l.Check(ctx, at, "k", rules, cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if !check(a, t0, 1).Allowed || !check(b, t0.Add(3*time.Second), 3).Allowed {
+		t.Fatal("the first requests were denied")
+	}
+	at := t0.Add(13 * time.Second)
+	res := check(a, at, 5)
+	want := rules[0].Decide(at, 0, 4, 5)
+	if res.Allowed || res.RetryAfter != want.RetryAfter {
+		t.Fatalf("cost 5 at 12:00:20: Allowed %v, RetryAfter %v; want denied until %v (the table's counts)", res.Allowed, res.RetryAfter, want.RetryAfter)
+	}
+	if res := check(a, at.Add(want.RetryAfter-time.Millisecond), 5); res.Allowed {
+		t.Errorf("admitted a millisecond before RetryAfter")
+	}
+	if res := check(a, at.Add(want.RetryAfter), 5); !res.Allowed {
+		t.Errorf("denied at RetryAfter: %+v", res.Decision)
+	}
 }
 
 // TestTTLAndCleanup: the item's TTL is the end of the bucket after the

@@ -507,9 +507,7 @@ func TestTTLCoversLongestRule(t *testing.T) {
 // the other's previous bucket, stays, so the other does not over-admit.
 func TestSkewedWriterKeepsPrevious(t *testing.T) {
 	t.Parallel()
-	tb := newTable(t, dynalite.Shared(t).Endpoint)
-	la := limiter.New(limiter.Options{Store: tb.store(t)})
-	lb := limiter.New(limiter.Options{Store: tb.store(t)})
+	la, lb := newTable(t, dynalite.Shared(t).Endpoint).instances(t)
 	rules := []limiter.Rule{rule("sec", 100, time.Second)}
 	ctx := context.Background()
 	base := time.Unix(1_800_000_000, 0)
