@@ -3,6 +3,8 @@ package limiter
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -140,5 +142,118 @@ func TestDenialOnCachedCountsReadFails(t *testing.T) {
 				t.Errorf("%d reads of the table, want %d", st.reads, tc.reads)
 			}
 		})
+	}
+}
+
+// instance is DynamoDB's store as one instance of several sees it: Load
+// answers from its cache, which holds the counts the table returned to its
+// last call (the item: every slot of slots), and Read, Add and AddIf go to
+// the table.
+type instance struct {
+	cache, table *memstore.Store
+	slots        func() []kvstore.Slot
+}
+
+// answer sets the cache to the table's counts, as DynamoDB's answer to a
+// call replaces the cached item.
+func (s *instance) answer(id string) {
+	sl := s.slots()
+	have, want := make([]int64, len(sl)), make([]int64, len(sl))
+	if err := s.cache.Load(ctx, id, sl, have); err != nil {
+		panic(err)
+	}
+	if err := s.table.Load(ctx, id, sl, want); err != nil {
+		panic(err)
+	}
+	for i := range sl {
+		want[i] -= have[i]
+	}
+	if err := s.cache.Add(ctx, id, sl, want); err != nil {
+		panic(err)
+	}
+}
+
+func (s *instance) Load(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	return s.cache.Load(ctx, id, slots, counts)
+}
+
+func (s *instance) Read(ctx context.Context, id string, slots []kvstore.Slot, counts []int64) error {
+	s.answer(id)
+	return s.table.Load(ctx, id, slots, counts)
+}
+
+func (s *instance) Add(ctx context.Context, id string, slots []kvstore.Slot, costs []int64) error {
+	defer s.answer(id)
+	return s.table.Add(ctx, id, slots, costs)
+}
+
+func (s *instance) AddIf(ctx context.Context, id string, conds []kvstore.Cond, counts []int64) (bool, error) {
+	defer s.answer(id)
+	return s.table.AddIf(ctx, id, conds, counts)
+}
+
+// TestRetryAfterExactAcrossInstances: a client served by two instances on
+// one table, one to three rules, costs of 1 to 3. Every denial's
+// RetryAfter is exact against the table's counts at the time of the
+// denial: at now+RetryAfter the table admits the request, a nanosecond
+// earlier it does not. Decided on an instance's cached counts, 1,101 of
+// the denials of these seeds were not (costs of 1 alone were all exact: a
+// cached count another instance has since raised then admits, and the
+// failed conditional write returns the table's counts).
+func TestRetryAfterExactAcrossInstances(t *testing.T) {
+	periods := []time.Duration{time.Second, 10 * time.Second, time.Minute, time.Hour}
+	checked := 0
+	for seed := range uint64(400) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		rules := make([]Rule, 1+rng.IntN(3))
+		for i := range rules {
+			rules[i] = rule(fmt.Sprint("r", i), 2+rng.Int64N(8), periods[rng.IntN(len(periods))])
+		}
+		now := t0.Add(time.Duration(rng.Int64N(int64(time.Hour))))
+		slots := func() []kvstore.Slot { // the item: the buckets a write near now can touch
+			var out []kvstore.Slot
+			for _, r := range rules {
+				i := window.Index(now, r.Period)
+				for b := i - 2; b <= i+1; b++ {
+					out = append(out, kvstore.Slot{Name: r.Name, Bucket: b, Length: r.Period})
+				}
+			}
+			return out
+		}
+		table := memstore.New()
+		var instances [2]*Limiter
+		for i := range instances {
+			instances[i] = New(Options{Store: &instance{cache: memstore.New(), table: table, slots: slots}})
+		}
+		for range 80 {
+			now = now.Add(time.Duration(rng.Int64N(int64(700 * time.Millisecond))))
+			cost := 1 + rng.Int64N(3)
+			res := check(t, instances[rng.IntN(2)], now, "id", cost, rules...)
+			if res.Allowed || res.RetryAfter == window.Never {
+				continue
+			}
+			checked++
+			admits := func(at time.Time) bool {
+				for _, r := range rules {
+					i := window.Index(at, r.Period)
+					c := make([]int64, 2)
+					sl := []kvstore.Slot{{Name: r.Name, Bucket: i - 1, Length: r.Period}, {Name: r.Name, Bucket: i, Length: r.Period}}
+					if err := table.Load(ctx, "id", sl, c); err != nil {
+						t.Fatal(err)
+					}
+					if !r.Decide(at, c[0], c[1], cost).Allowed {
+						return false
+					}
+				}
+				return true
+			}
+			if !admits(now.Add(res.RetryAfter)) || admits(now.Add(res.RetryAfter-1)) {
+				t.Fatalf("seed %d, rules %v, cost %d at %s: RetryAfter %v (cached %t) is not the table's",
+					seed, rules, cost, now.Format(time.TimeOnly), res.RetryAfter, res.Cached)
+			}
+		}
+	}
+	if checked < 500 {
+		t.Errorf("only %d denials checked", checked)
 	}
 }
