@@ -264,7 +264,7 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // around: a Result is some 660 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
-	if st := l.single(rules, cost); st != nil {
+	if st := l.single(rules, cost); oneRule && st != nil {
 		cached, at, err := l.one(ctx, st, now, id, rules, cost, &res.Decision)
 		res.Rules[0], res.N, res.Cached, res.At = res.Decision, 1, cached, at
 		if err != nil {
@@ -291,7 +291,7 @@ func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []
 // error are more words than Go returns in registers, so a Decision
 // returned is copied through memory once more.
 func (l *Limiter) DecideInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) error {
-	if st := l.single(rules, cost); st != nil {
+	if st := l.single(rules, cost); oneRule && st != nil {
 		_, _, err := l.one(ctx, st, now, id, rules, cost, d)
 		return err
 	}
