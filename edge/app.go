@@ -181,11 +181,18 @@ func newHandler(e env, d deps) (http.Handler, error) {
 			return t
 		}
 	}
-	h, err = httpapi.New(httpapi.Options{
+	o := httpapi.Options{
 		Config: cfg, Validated: true, // loadConfig's are
 		Store: d.Store, Local: d.Local, Next: next,
 		ClientIP: clientIP, Now: now, Logger: d.Logger,
-	})
+	}
+	if d.Clock != nil {
+		// A check that awaited KV past a boundary while other requests
+		// of the isolate were decided beyond it is checked again at
+		// their time, as they would not see its count.
+		o.Latest = d.Clock.Latest
+	}
+	h, err = httpapi.New(o)
 	if err != nil {
 		return nil, fmt.Errorf("edge: %w", err)
 	}

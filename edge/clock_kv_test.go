@@ -94,3 +94,61 @@ func TestClockKeptBeforeStoreAwait(t *testing.T) {
 		t.Errorf("+2.1s, third request of the client (limit 2/s; the +1.9s one came after a decision at +2.1s): %d, want 429", code)
 	}
 }
+
+// TestWaitAcrossBoundary: a client's first request to an isolate, 50 ms
+// before a second's boundary, awaits the list of a cold slot; meanwhile
+// two more of the client's requests, 50 ms after it, are decided at once
+// and admitted in the new second. The first was then admitted in the
+// second they had left: 3 in one second under a limit of 2. Its limiter
+// now reads the isolate's newest time once its store has answered, and
+// checks it again at that time, as a long-lived limiter (the local
+// server's) does. TestWorkerdWaitAcrossBoundary is the same in workerd.
+func TestWaitAcrossBoundary(t *testing.T) {
+	boundary := time.Date(2026, 11, 22, 12, 0, 31, 0, time.UTC)
+	var mu sync.Mutex
+	now := boundary.Add(-50 * time.Millisecond)
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	g := workerskv.NewMemGlobals("iso")
+	kv := &gateKV{armed: true, reached: make(chan struct{}, 1), release: make(chan struct{})}
+	st, err := workerskv.New(workerskv.Options{KV: kv, Globals: g,
+		Later: func(time.Duration, func(context.Context)) {}, Now: clock, ListInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &heldOrigin{reached: make(chan struct{}, 16), release: make(chan struct{})}
+	close(o.release)
+	d := deps{Store: st, Local: workerskv.NewLocal(g, nil), Transport: o,
+		Logger: slog.New(slog.DiscardHandler), Clock: workerskv.NewClock(g), Now: clock}
+	send := func() int {
+		const cfg = `{"plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}]}}}`
+		h, err := newHandler(env{Config: text(cfg), Origin: "https://origin.example.com"}, d)
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		r := httptest.NewRequest("GET", "https://w.example.com/x", nil)
+		r.Header.Set("CF-Connecting-IP", "203.0.113.9")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	first := make(chan int, 1)
+	go func() { first <- send() }()
+	<-kv.reached // the first request awaits the list of its previous second
+	mu.Lock()
+	now = boundary.Add(50 * time.Millisecond)
+	mu.Unlock()
+	for i := range 2 {
+		if code := send(); code != http.StatusCreated {
+			t.Fatalf("request %d, 50 ms past the boundary: %d, want the origin's 201", i+2, code)
+		}
+	}
+	close(kv.release)
+	if code := <-first; code != http.StatusTooManyRequests {
+		t.Errorf("the first request, 50 ms before the boundary, decided after two past it (limit 2 a second): %d, want 429", code)
+	}
+}

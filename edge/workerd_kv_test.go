@@ -82,6 +82,7 @@ func faultWorker(t *testing.T) *workerd.Worker {
 		cfg := workerd.Config{Name: "slidegate-fault", Main: "fault.mjs", KV: true, Vars: map[string]string{
 			varConfig: faultConfig("deny", faultTimeout), varConfig + "_ALLOW": faultConfig("allow", faultTimeout),
 			varConfig + "_PATIENT": faultConfig("deny", config.MaxStoreTimeout), varOrigin: suite.origin.URL,
+			varConfig + "_BOUNDARY": boundaryConfig,
 		}}
 		if fault.err = cfg.Write(fault.dir); fault.err != nil {
 			return
@@ -138,7 +139,7 @@ func setFault(t *testing.T, w *workerd.Worker, modes map[string]any) faultState 
 }
 
 // passThrough is the fault Worker's KV without faults.
-var passThrough = map[string]any{"list": "ok", "listMatch": "", "put": "ok", "match": "", "inject": nil, "release": true}
+var passThrough = map[string]any{"list": "ok", "listMatch": "", "put": "ok", "match": "", "inject": nil, "now": nil, "release": true}
 
 // checkAnswer is what the tests read of a check API answer.
 type checkAnswer struct {
@@ -493,6 +494,56 @@ func TestWorkerdWaitingRequestIsExact(t *testing.T) {
 	// The suite's Worker lists the same local KV (the fault Worker has no
 	// debug route).
 	kvHolds(t, slidegateWorker(t), keyOf(key, "day", testWindow), 5)
+}
+
+// boundaryConfig is the fault Worker's "boundary" configuration: 2
+// requests a second, and a minute rule whose buckets are old enough for a
+// client's first request to await their list (a 1 s window's never are),
+// under the longest store_timeout, so that a held list is no store error.
+const boundaryConfig = `{"plans": {"free": {"limits": [{"name": "second", "limit": 2, "window": "1s"}, {"name": "minute", "limit": 1000, "window": "1m"}]}},
+  "store_timeout": "30s"}`
+
+// TestWorkerdWaitAcrossBoundary: a client's first request to an isolate
+// awaits the KV list of its minute counters, 50 ms before a second's
+// boundary; meanwhile two more of the client's requests, 50 ms after it,
+// are decided at once (the lists are in flight) and admitted in the new
+// second. The first was then admitted and counted in the second the others
+// had left: 3 requests within one second under a limit of 2. It is now
+// checked again at the isolate's newest time, as the local server's
+// limiter checks a request another overtook, and refused. The isolate's
+// clock is the fault Worker's, set by the test.
+func TestWorkerdWaitAcrossBoundary(t *testing.T) {
+	w := faultWorker(t)
+	setFault(t, w, passThrough)
+	defer setFault(t, w, passThrough)
+	key := randomKey(t)
+	check := func() checkAnswer {
+		t.Helper()
+		return checkBody(t, w, fmt.Sprintf(`{"key":%q}`, key), "boundary")
+	}
+	// A boundary a second or two ahead of the real clock: the isolate
+	// keeps the newest time it saw, which other tests' requests then read
+	// for no more than that.
+	boundary := time.Now().Truncate(time.Second).Add(2 * time.Second)
+	minute := strings.TrimSuffix(keyOf(key, "minute", time.Minute), bucketOf(time.Minute)+":")
+	setFault(t, w, map[string]any{"list": "hold", "listMatch": minute, "now": boundary.Add(-50 * time.Millisecond).UnixMilli()})
+	waiting := make(chan checkAnswer, 1)
+	go func() { waiting <- check() }()
+	for deadline := time.Now().Add(20 * time.Second); setFault(t, w, nil).Held == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the first request never listed its minute counters")
+		}
+	}
+	setFault(t, w, map[string]any{"now": boundary.Add(50 * time.Millisecond).UnixMilli()})
+	for i := range 2 {
+		if a := check(); a.status != http.StatusOK || !a.Allowed || a.Remaining != int64(1-i) {
+			t.Fatalf("request %d, 50 ms past the boundary: %d allowed %t remaining %d; want 200, allowed, %d", i+2, a.status, a.Allowed, a.Remaining, 1-i)
+		}
+	}
+	setFault(t, w, passThrough) // releases the held lists
+	if a := <-waiting; a.status != http.StatusOK || a.Allowed {
+		t.Errorf("the first request, 50 ms before the boundary, decided after two past it (limit 2 a second): %d allowed %t; want 200, denied", a.status, a.Allowed)
+	}
 }
 
 // bucketOf returns the current bucket of a window, as keys spell it.

@@ -79,6 +79,10 @@ type Options struct {
 	PeerIP func(*http.Request) (netip.Addr, bool)
 	// Now reads the clock. Nil means time.Now.
 	Now func() time.Time
+	// Latest returns the newest time the limiters sharing this one's
+	// counters have seen (limiter.Options.Latest): the Worker's isolate's,
+	// whose requests each build a Handler. Nil means this Handler's own.
+	Latest func() time.Time
 	// Logger receives a record per denied request and per store error.
 	// Nil means JSON lines on standard error, shaped as slog's JSONHandler
 	// writes them.
@@ -163,6 +167,7 @@ func New(o Options) (*Handler, error) {
 			Store:       o.Store,
 			Local:       o.Local,
 			CountDenied: cfg.CountDenied,
+			Latest:      o.Latest,
 		}),
 		next:        o.Next,
 		clientIP:    o.ClientIP,

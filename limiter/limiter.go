@@ -117,6 +117,15 @@ type Options struct {
 	// DenyCacheSize bounds the identities the deny cache holds. Zero means
 	// 65536.
 	DenyCacheSize int
+	// Latest returns the newest time that other limiters counting on the
+	// same stores have seen, as Latest of this one does: the Worker's
+	// limiter serves one request, and the requests of its isolate keep
+	// their newest time in the isolate (workerskv.Clock). A check counted
+	// at an older time, in a bucket such a check has left while this one
+	// awaited its store, is taken back and checked again at that time, as
+	// the checks of one limiter are (see overtaken). Nil means this
+	// limiter's own checks only.
+	Latest func() time.Time
 }
 
 // Limiter decides requests against rules, counting admitted cost in a
@@ -127,6 +136,7 @@ type Limiter struct {
 	countDenied bool
 	deny        *denyCache // nil when off
 	latest      atomic.Int64
+	others      func() time.Time // Options.Latest
 	pool        sync.Pool
 }
 
@@ -205,7 +215,7 @@ func (sc *scratch) Admit(counts []int64) bool {
 
 // New returns a Limiter.
 func New(o Options) *Limiter {
-	l := &Limiter{countDenied: o.CountDenied}
+	l := &Limiter{countDenied: o.CountDenied, others: o.Latest}
 	var shared, local kvstore.Store = o.Store, o.Local
 	if o.Store == nil {
 		shared = memory()

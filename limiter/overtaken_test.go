@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,6 +96,45 @@ func TestOvertakenAtABoundary(t *testing.T) {
 			// nanosecond later 0.
 			if got, want := a.RetryAfter, 48*time.Second+time.Millisecond+time.Nanosecond; got != want {
 				t.Errorf("A's RetryAfter = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestOvertakenByAnotherLimiter: the Worker builds a limiter per request,
+// and the requests of an isolate share their newest time through it
+// (Options.Latest). A client's first request (A, 50 ms before a
+// boundary) awaits its store while two more (50 ms after it), each decided
+// by a limiter of its own, are admitted in the new second. A must then be
+// checked again at their time and refused: admitted in the second they
+// had left, it made 3 in one second under a limit of 2.
+func TestOvertakenByAnotherLimiter(t *testing.T) {
+	sec := rule("second", 2, time.Second)
+	boundary := window.Start(window.Index(t0, time.Second)+1, time.Second)
+	for _, rules := range [][]Rule{{sec}, {sec, rule("minute", 1000, time.Minute)}} {
+		t.Run(fmt.Sprint(len(rules), " rules"), func(t *testing.T) {
+			var newest time.Time // the isolate's
+			o := &overtaking{Store: memstore.New()}
+			limiter := func() *Limiter {
+				return New(Options{Store: o, Latest: func() time.Time { return newest }})
+			}
+			o.hook = func() {
+				newest = boundary.Add(50 * time.Millisecond)
+				for i := range 2 {
+					if res := check(t, limiter(), newest, "k", 1, rules...); !res.Allowed {
+						t.Fatalf("request %d, 50 ms past the boundary: denied by %q", i+2, res.Rule)
+					}
+				}
+			}
+			a := check(t, limiter(), boundary.Add(-50*time.Millisecond), "k", 1, rules...)
+			if a.Allowed {
+				t.Fatal("A (50 ms before the boundary) admitted after two past it: 3 in one second, limit 2")
+			}
+			if !a.At.Equal(newest) {
+				t.Errorf("A decided at %s, want the isolate's newest time", a.At.Format(time.RFC3339Nano))
+			}
+			if got := load(t, o.Store, "k", sec, boundary.Add(-time.Millisecond)); got != 0 {
+				t.Errorf("the second before the boundary holds %d, want 0 (A's count taken back)", got)
 			}
 		})
 	}

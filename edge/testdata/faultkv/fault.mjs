@@ -14,11 +14,25 @@
 //       as their metadata ("none": no metadata property; "nan": {n: NaN})
 //     release: let the held lists go on
 //     reset: forget the recorded puts
+//     now: the time (Unix ms) the isolate's clock reads from then on, Go's
+//       time.Now (new Date) included; null: the real clock
 //   GET /__fault: {"puts": [{key, ttl, n, at, ok, err}], "lists": n, "held": n}
 //   X-Fault-Config: name  serves the request with SLIDEGATE_CONFIG_NAME
 import worker from "./build/worker.mjs";
 
-const state = { list: "ok", listMatch: "", put: "ok", match: "", delay: 0, inject: null, puts: [], lists: 0, held: [] };
+const state = { list: "ok", listMatch: "", put: "ok", match: "", delay: 0, inject: null, now: null, puts: [], lists: 0, held: [] };
+
+// The isolate's clock, set by "now": Go's wasm_exec reads the wall clock
+// as (new Date).getTime().
+const RealDate = Date;
+globalThis.Date = class extends RealDate {
+  constructor(...a) {
+    super(...(a.length === 0 && state.now !== null ? [state.now] : a));
+  }
+  static now() {
+    return state.now !== null ? state.now : RealDate.now();
+  }
+};
 
 function forged(res, prefix) {
   const inj = state.inject;
@@ -91,7 +105,7 @@ export default {
     if (url.pathname === "/__fault") {
       if (req.method === "POST") {
         const c = await req.json();
-        for (const k of ["list", "listMatch", "put", "match", "delay", "inject"]) {
+        for (const k of ["list", "listMatch", "put", "match", "delay", "inject", "now"]) {
           if (k in c) {
             state[k] = c[k];
           }
