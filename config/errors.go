@@ -49,6 +49,10 @@ func (e *FieldError) Unwrap() error { return e.Err }
 // reason is an error whose message is specific (names the bound that was
 // broken) and which still matches its category with errors.Is.
 type reason struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	kind error
 	msg  string
 }

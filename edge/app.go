@@ -571,6 +571,10 @@ func (p *proxy) target(r *http.Request) *url.URL {
 // Worker, a pipe into fetch's stream may be reading it (jsFetch): it is
 // stopped before drain reads (release).
 type requestBody struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	rc   io.ReadCloser
 	mu   sync.Mutex
 	sent atomic.Bool

@@ -75,6 +75,10 @@ func (d *debug) events() []event {
 
 // recordingKV logs each operation before making it.
 type recordingKV struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	workerskv.KV
 	d *debug
 }

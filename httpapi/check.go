@@ -33,6 +33,10 @@ type checkRequest struct {
 
 // checkRule is one rule's decision in a check answer.
 type checkRule struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	Name         string `json:"name"`
 	Allowed      bool   `json:"allowed"`
 	Limit        int64  `json:"limit"`

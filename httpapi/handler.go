@@ -316,6 +316,10 @@ func (h *Handler) health(w http.ResponseWriter, r *http.Request) {
 
 // verdict is the outcome of the limiter calls for one request.
 type verdict struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	ds       [2 * limiter.MaxRules]window.Decision // per-rule decisions, ip rules first
 	n        int
 	deciding window.Decision

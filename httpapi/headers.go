@@ -153,6 +153,10 @@ func setHeaders(hd http.Header, policy string, items []string, ds []window.Decis
 // allocations it replaces took 192 bytes for the values of three rules
 // of 7-digit limits.)
 type ownValues struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	vals [6]string
 	buf  [160]byte
 }

@@ -12,6 +12,10 @@ import "crypto/sha256"
 type keyTable map[string]keyEntry
 
 type keyEntry struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	plan *plan
 	id   string
 }

@@ -49,6 +49,10 @@ const nDecided = 5
 //     pre-filter's 429, not those settle gives an answer the origin
 //     shared.
 type originWriter struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	http.ResponseWriter
 	// remaining is the pre-filter's X-RateLimit-Remaining; unused when it
 	// set none (own empty: a store error under on_store_error allow).

@@ -25,6 +25,10 @@ type problem struct {
 }
 
 type invalidParam struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	Name   string `json:"name"`
 	Reason string `json:"reason"`
 }

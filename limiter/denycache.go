@@ -68,6 +68,10 @@ type denial struct {
 	until int64 // Unix nanos: a cost-1 request is admitted from then on
 	n     int
 	rules [MaxRules]struct {
+		// Not comparable, so that the Worker's bundle carries no equality
+		// function for it (docs/edge.md, "Size").
+		_ [0]func()
+
 		name          string
 		local         bool
 		limit         int64

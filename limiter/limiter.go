@@ -143,6 +143,10 @@ type Limiter struct {
 // stores is one store seen through each interface it implements, asserted
 // once instead of on every call.
 type stores struct {
+	// Not comparable, so that the Worker's bundle carries no equality
+	// function for it (docs/edge.md, "Size").
+	_ [0]func()
+
 	kvstore.Store
 	cond kvstore.Conditional // nil when the store cannot admit atomically
 	up   kvstore.Updater     // nil when the store cannot decide under its lock
