@@ -102,7 +102,7 @@ func TestCheckAPIErrors(t *testing.T) {
 		{"cost above limit", `{"key": "a", "cost": 4}`, "cost", `cost: 4: must be at most 3, the smallest limit of plan "free"`},
 		{"cost within pro", `{"key": "a", "plan": "pro", "cost": 11}`, "cost", `cost: 11: must be at most 10, the smallest limit of plan "pro"`},
 		{"unknown plan", `{"key": "a", "plan": "gold"}`, "plan", `plan: "gold": no such plan`},
-		{"oversized", `{"key": "` + strings.Repeat("a", MaxCheckBody) + `"}`, "(body)", "(body): larger than 4096 bytes"},
+		{"oversized", `{"key": "` + strings.Repeat("a", MaxCheckBody) + `"}`, "(body)", "(body): larger than 73728 bytes"},
 		{"key twice", `{"key": "a", "key": "b"}`, "key", "key: appears more than once"},
 		{"key twice, once escaped", `{"key": "a", "k\u0065y": "b"}`, "key", "key: appears more than once"},
 		{"key twice, first invalid", `{"key": 5, "key": "b"}`, "key", "key: appears more than once"},
@@ -317,7 +317,7 @@ func TestCheckAPIMethods(t *testing.T) {
 }
 
 // TestCheckAPIChunkedBody: a chunked body (no Content-Length) is bounded
-// like any other: 4 KiB is read, a byte more is a 400 naming the body, and
+// like any other: MaxCheckBody is read, a byte more is a 400 naming the body, and
 // the server neither reads a long one to its end first nor fails.
 func TestCheckAPIChunkedBody(t *testing.T) {
 	f := newFixture(t, testConfig(t, nil), nil)

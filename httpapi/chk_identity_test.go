@@ -35,6 +35,7 @@ func TestCheckKeyIsThePreFiltersIdentity(t *testing.T) {
 		// its clients' Authorization got a 400 for the clients with the
 		// larger tokens (more roles, more groups) alone.
 		{"a JWT of 2 KiB", "Authorization", "Bearer " + jwtSized(2048), 3, "Bearer " + jwtSized(2048)},
+		{"a JWT of 10 KB (Entra ID, 200 groups)", "Authorization", "Bearer " + jwtSized(10000), 3, "Bearer " + jwtSized(10000)},
 		{"the longest key the body holds, a space after", "X-API-Key", strings.Repeat("k", longestCheckKey), 3, strings.Repeat("k", longestCheckKey) + " "},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
