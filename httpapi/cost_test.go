@@ -1,10 +1,16 @@
 package httpapi
 
 import (
+	"bufio"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCostOfManyOverrides: what pricing a request costs the
@@ -83,6 +89,64 @@ func TestCostOfMethodAsSent(t *testing.T) {
 		t.Run(tt.method, func(t *testing.T) {
 			if got := f.h.cost(httptest.NewRequest(tt.method, "/v1/search", nil)); got != tt.want {
 				t.Errorf("cost of %s /v1/search = %d, want %d", tt.method, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestCostOfTargetWithoutPath: a request target with no path of its own,
+// an absolute-form one without a path ("POST http://api.example HTTP/1.1",
+// which RFC 9112 lets every server take) or "*" for a method other than
+// OPTIONS (which Go's server answers itself), reaches the origin at "/"
+// ("/*"): the proxy joins it to the origin URL's path with a slash. It
+// pays what that path pays. Priced on its empty path ("*"), which matches
+// no prefix, it cost 1 where the route "/" said 3: a JSON-RPC or GraphQL
+// API served at "/" was open at a third of its price.
+func TestCostOfTargetWithoutPath(t *testing.T) {
+	var got []string
+	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.Path)
+	}))
+	t.Cleanup(origin.Close)
+	u, err := url.Parse(origin.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, func(m map[string]any) {
+		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+			map[string]any{"name": "minute", "limit": 3, "window": "1m"},
+		}}}
+		delete(m, "api_keys")
+		m["costs"] = []any{map[string]any{"method": "POST", "path_prefix": "/", "cost": 3}}
+	})
+	f := newFixture(t, cfg, func(o *Options) { o.Next = NewProxy(u, nil, nil) })
+	srv := httptest.NewServer(f.h)
+	t.Cleanup(srv.Close)
+	for _, tt := range []struct{ target, path string }{
+		{"/", "/"},
+		{"http://api.example", "/"},
+		{"http://api.example?a=b", "/"},
+		{"*", "/*"},
+	} {
+		t.Run(tt.target, func(t *testing.T) {
+			f.clock.t = f.clock.t.Add(time.Hour) // an empty window
+			got = nil
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: api.example\r\nContent-Length: 0\r\n\r\n", tt.target)
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if want := []string{"POST " + tt.path}; resp.StatusCode != http.StatusOK || !slices.Equal(got, want) {
+				t.Fatalf("status %d, origin got %q; want 200, %q", resp.StatusCode, got, want)
+			}
+			if got, want := resp.Header.Get("X-Ratelimit-Remaining"), "0"; got != want {
+				t.Errorf("X-RateLimit-Remaining = %s, want %s: the request costs 3, the route of %s", got, want, tt.path)
 			}
 		})
 	}

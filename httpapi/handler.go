@@ -862,7 +862,7 @@ func (h *Handler) cost(r *http.Request) int64 {
 	}
 	// At most 8: the path, its kept-%2F reading, each of these read with
 	// backslashes as slashes, each of those without ";" parameters.
-	paths := [8]string{cleanPath(r.URL.Path)}
+	paths := [8]string{cleanPath(sentPath(r.URL.Path))}
 	n := 1
 	if raw := r.URL.RawPath; strings.Contains(raw, "%2") {
 		if alt := cleanPath(segmentsKept(raw)); alt != paths[0] {
