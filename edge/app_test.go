@@ -39,6 +39,7 @@ func TestClientIP(t *testing.T) {
 		{"", "", false},
 		{"203.0.113.7, 10.0.0.1", "", false},
 		{"not-an-ip", "", false},
+		{"240.16.0.1", "240.16.0.1", true}, // no CF-Connecting-IPv6: as it came
 	}
 	for _, tt := range tests {
 		t.Run(tt.header, func(t *testing.T) {
@@ -51,6 +52,62 @@ func TestClientIP(t *testing.T) {
 				t.Errorf("clientIP = %v, %v; want %s, %v", a, ok, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// TestPseudoIPv4Client: a zone with Pseudo IPv4 set to "Overwrite
+// Headers" gives an IPv6 client a Class E CF-Connecting-IP hashed from its
+// whole address, and the address in CF-Connecting-IPv6. A host rotating
+// through the addresses of its /64 is one client of ipv6_prefix 64, as
+// without Pseudo IPv4: its fourth request against a limit of 3 is refused.
+// Counted on CF-Connecting-IP, each address was an IPv4 client of its own
+// and every request was admitted. CF-Connecting-IPv6 is read only beside
+// such an address: a client with a real IPv4 address can send one.
+func TestPseudoIPv4Client(t *testing.T) {
+	cfg, err := config.Parse([]byte(`{"plans": {"free": {"limits": [{"name": "minute", "limit": 3, "window": "1m"}]}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{
+		Config: cfg, ClientIP: clientIP,
+		Next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}),
+		Now:  func() time.Time { return time.Unix(1_800_000_000, 0) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(cfIP, cfIPv6 string) int {
+		r := httptest.NewRequest("GET", "https://api.example.com/v1/items", nil)
+		r.Header.Set("CF-Connecting-IP", cfIP)
+		if cfIPv6 != "" {
+			r.Header.Set("CF-Connecting-IPv6", cfIPv6)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i := range 4 {
+		want := http.StatusOK
+		if i == 3 {
+			want = http.StatusTooManyRequests
+		}
+		if got := send(fmt.Sprintf("240.16.0.%d", i+1), fmt.Sprintf("2001:db8:1:2::%x", i+1)); got != want {
+			t.Errorf("request %d from another address of 2001:db8:1:2::/64 = %d, want %d", i+1, got, want)
+		}
+	}
+	// A real IPv4 client naming addresses of other /64s in
+	// CF-Connecting-IPv6 is counted on its own address (24/8 is no Class E
+	// network, though its text begins like 240's).
+	for _, ip := range []string{"203.0.113.7", "24.0.0.7"} {
+		for i := range 4 {
+			want := http.StatusOK
+			if i == 3 {
+				want = http.StatusTooManyRequests
+			}
+			if got := send(ip, fmt.Sprintf("2001:db8:%x::1", i+10)); got != want {
+				t.Errorf("request %d of %s = %d, want %d", i+1, ip, got, want)
+			}
+		}
 	}
 }
 
