@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -131,6 +132,38 @@ func TestPreflightWithBody(t *testing.T) {
 		if w.Code != want || w.Header().Get("X-RateLimit-Limit") != "3" {
 			t.Errorf("OPTIONS %d with a body: %d, limit %q; want %d on the plan (3)", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"), want)
 		}
+	}
+}
+
+// TestPreflightWithOverride: a browser's preflight never carries
+// X-HTTP-Method-Override (it holds none of the page's headers), and an
+// origin may serve an OPTIONS that does as the method it names: Slim's
+// MethodOverrideMiddleware (and the PSR-15 ones copied from it) takes it
+// on any method, so "OPTIONS /v1/items" with it set to POST is a POST
+// there. Taken for a preflight, it passed undecided without ip_limits,
+// and counted on ip_limits alone with them: an anonymous client sent any
+// number of requests of any method past default_plan. It is counted on
+// its client's plan like any request.
+func TestPreflightWithOverride(t *testing.T) {
+	for _, ipLimits := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ip_limits %v", ipLimits), func(t *testing.T) {
+			f := newFixture(t, testConfig(t, func(m map[string]any) {
+				if ipLimits {
+					m["ip_limits"] = []any{map[string]any{"name": "ip-minute", "limit": 50, "window": "1m"}}
+				}
+			}), nil) // free: 3 a minute
+			for i, want := range []int{200, 200, 200, 429} {
+				w := f.do(req{method: http.MethodOptions, path: "/v1/items", header: map[string]string{
+					"Origin": "https://app.example.com", "Access-Control-Request-Method": "POST", "X-HTTP-Method-Override": "POST",
+				}})
+				if w.Code != want || w.Header().Get("X-RateLimit-Limit") != "3" {
+					t.Errorf("OPTIONS %d with X-HTTP-Method-Override: %d, limit %q; want %d on the plan (3)", i+1, w.Code, w.Header().Get("X-RateLimit-Limit"), want)
+				}
+			}
+			if f.served != 3 {
+				t.Errorf("origin served %d, want 3", f.served)
+			}
+		})
 	}
 }
 
