@@ -514,7 +514,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 		var total, wait, at int64
 		var expires time.Time
 		var kk string
-		put, followed := false, false
+		put, followed, deferred := false, false, false
 		s.g.Update(func(c Cells) {
 			cell, ok := c.Get(key)
 			if !ok || cell.Owner != owner { // swept, or handed off
@@ -532,7 +532,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 			case cell.N == cell.Flushed:
 				cell.Owner, wait = 0, 0
 			case failures >= maxPutFailures || ms+wait-owner > flushBudget:
-				s.log.Warn("workerskv: write deferred to a later request", "key", key, "failures", failures)
+				deferred = true
 				cell.Owner, wait = 0, 0
 			case wait == 0 && !s.hold(c, ms):
 				// Every holder taken (KV answers slowly): the counts wait
@@ -547,6 +547,13 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 			}
 			c.Set(key, cell)
 		})
+		// Logged after the cell is set, not between its read and its
+		// write: in the Worker a log line is a write to stderr, whose
+		// callback from JS lets Go run the instance's other goroutines,
+		// and an Add of this counter among them was written over.
+		if deferred {
+			s.log.Warn("workerskv: write deferred to a later request", "key", key, "failures", failures)
+		}
 		if followed {
 			s.later(0, func(ctx context.Context) { s.flush(ctx, next, owner, 0, 0) })
 		}
