@@ -249,26 +249,32 @@ func escapedURL(u string) (string, bool) {
 // clientIP is the address Cloudflare saw the client connect from. A zone
 // whose Pseudo IPv4 is set to "Overwrite Headers" gets an IPv6 client's
 // CF-Connecting-IP as a Class E address (240.0.0.0/4, which no client
-// has) hashed from the whole IPv6 address, and the address itself in
-// CF-Connecting-IPv6: taken as it came, each address of one /64 was an
-// IPv4 client of its own, a fresh quota for every address a host rotated
-// through, where ipv6_prefix counts the /64 as one. Only then is
-// CF-Connecting-IPv6 read: Cloudflare wrote it, and from a client with a
-// real IPv4 address it is the client's to forge. The first octet is read
-// from the text (three digits, 240 or more), not from a second parse,
-// which cost the Worker's bundle four times the bytes.
+// has) "hashed from the original IPv6 address" (Cloudflare does not say
+// from how much of it), and the address itself in CF-Connecting-IPv6:
+// taken as it came, the addresses of one /64 could each be an IPv4 client
+// of its own, a fresh quota for every address a host rotated through,
+// where ipv6_prefix counts the /64 as one. Only then is CF-Connecting-IPv6
+// read: Cloudflare wrote it, and from a client with a real IPv4 address
+// it is the client's to forge. One that is no address (a client's copy
+// beside Cloudflare's, joined by the runtime) leaves the Class E address:
+// none at all would let a client move itself into the shared ip:unknown.
+// The first octet is read from the text (three digits, 240 or more), not
+// from a second parse, which cost the Worker's bundle four times the
+// bytes.
 func clientIP(r *http.Request) (netip.Addr, bool) {
 	h := strings.TrimSpace(r.Header.Get("CF-Connecting-IP"))
+	var v6 string
 	if len(h) > 3 && h[3] == '.' && h[:3] >= "240" {
-		if v6 := strings.TrimSpace(r.Header.Get("CF-Connecting-IPv6")); strings.IndexByte(v6, ':') >= 0 {
-			h = v6
+		if v := strings.TrimSpace(r.Header.Get("CF-Connecting-IPv6")); strings.IndexByte(v, ':') >= 0 {
+			v6 = v
 		}
 	}
-	a, err := netip.ParseAddr(h)
-	if err != nil {
-		return netip.Addr{}, false
+	for _, s := range [2]string{v6, h} {
+		if a, err := netip.ParseAddr(s); err == nil {
+			return a.Unmap(), true
+		}
 	}
-	return a.Unmap(), true
+	return netip.Addr{}, false
 }
 
 // failed answers every request with a 500 naming the variable or binding

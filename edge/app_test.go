@@ -32,20 +32,33 @@ func TestClientIP(t *testing.T) {
 		header string
 		want   string
 		ok     bool
+		v6     string // CF-Connecting-IPv6
 	}{
-		{"203.0.113.7", "203.0.113.7", true},
-		{" 2001:db8::1 ", "2001:db8::1", true},
-		{"::ffff:198.51.100.2", "198.51.100.2", true},
-		{"", "", false},
-		{"203.0.113.7, 10.0.0.1", "", false},
-		{"not-an-ip", "", false},
-		{"240.16.0.1", "240.16.0.1", true}, // no CF-Connecting-IPv6: as it came
+		{"203.0.113.7", "203.0.113.7", true, ""},
+		{" 2001:db8::1 ", "2001:db8::1", true, ""},
+		{"::ffff:198.51.100.2", "198.51.100.2", true, ""},
+		{"", "", false, ""},
+		{"203.0.113.7, 10.0.0.1", "", false, ""},
+		{"not-an-ip", "", false, ""},
+		{"240.16.0.1", "240.16.0.1", true, ""}, // no CF-Connecting-IPv6: as it came
+		// Pseudo IPv4 "Overwrite Headers": the address in CF-Connecting-IPv6.
+		{"240.16.0.1", "2001:db8:1:2::5", true, "2001:db8:1:2::5"},
+		// A CF-Connecting-IPv6 that is no address (two lines, a client's
+		// beside Cloudflare's, joined by the runtime) leaves the Class E
+		// one: returning none, any client could move itself into the
+		// shared ip:unknown at will.
+		{"240.16.0.1", "240.16.0.1", true, "2001:db8::1, 2001:db8:1:2::5"},
+		{"240.16.0.1", "240.16.0.1", true, "2001:db8::zz"},
+		{"203.0.113.7", "203.0.113.7", true, "2001:db8:1:2::5"}, // a real IPv4 client's is not read
 	}
 	for _, tt := range tests {
-		t.Run(tt.header, func(t *testing.T) {
+		t.Run(tt.header+" "+tt.v6, func(t *testing.T) {
 			r := httptest.NewRequest("GET", "/", nil)
 			if tt.header != "" {
 				r.Header.Set("CF-Connecting-IP", tt.header)
+			}
+			if tt.v6 != "" {
+				r.Header.Set("CF-Connecting-IPv6", tt.v6)
 			}
 			a, ok := clientIP(r)
 			if ok != tt.ok || (ok && a.String() != tt.want) {
@@ -57,7 +70,8 @@ func TestClientIP(t *testing.T) {
 
 // TestPseudoIPv4Client: a zone with Pseudo IPv4 set to "Overwrite
 // Headers" gives an IPv6 client a Class E CF-Connecting-IP hashed from its
-// whole address, and the address in CF-Connecting-IPv6. A host rotating
+// address (a different one per address here), and the address in
+// CF-Connecting-IPv6. A host rotating
 // through the addresses of its /64 is one client of ipv6_prefix 64, as
 // without Pseudo IPv4: its fourth request against a limit of 3 is refused.
 // Counted on CF-Connecting-IP, each address was an IPv4 client of its own
