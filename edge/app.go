@@ -261,10 +261,18 @@ func escapedURL(u string) (string, bool) {
 // The first octet is read from the text (three digits, 240 or more), not
 // from a second parse, which cost the Worker's bundle four times the
 // bytes.
-func clientIP(r *http.Request) (netip.Addr, bool) {
+func clientIP(r *http.Request) (netip.Addr, bool) { return connectingIP(r, true) }
+
+// connectingIP is CF-Connecting-IP, or with identity set the client the
+// limits count (clientIP). The origin's forwarding headers take the
+// address as Cloudflare wrote it (forwarding): a zone set to "Overwrite
+// Headers" is one whose origin reads IPv4 alone, and X-Real-IP and the
+// last X-Forwarded-For hop had become the IPv6 address it was set to
+// keep from them.
+func connectingIP(r *http.Request, identity bool) (netip.Addr, bool) {
 	h := strings.TrimSpace(r.Header.Get("CF-Connecting-IP"))
 	var v6 string
-	if len(h) > 3 && h[3] == '.' && h[:3] >= "240" {
+	if identity && len(h) > 3 && h[3] == '.' && h[:3] >= "240" {
 		if v := strings.TrimSpace(r.Header.Get("CF-Connecting-IPv6")); strings.IndexByte(v, ':') >= 0 {
 			v6 = v
 		}
@@ -385,8 +393,10 @@ func removeHop(h http.Header) {
 // Cloudflare saw appended; that address is appended here when it is not
 // last, as in wrangler dev) and CF-Connecting-IP and -IPv6 (Cloudflare
 // sets them on the subrequest). Without CF-Connecting-IP nothing vouches for the chain, and
-// it is dropped. X-Real-IP is set to the client's address: a same-zone
-// subrequest's CF-Connecting-IP is taken from it. True-Client-IP, when
+// it is dropped. X-Real-IP is set to the client's address as
+// CF-Connecting-IP gives it (a zone's Pseudo IPv4 address too, which the
+// limits do not count: clientIP): a same-zone subrequest's
+// CF-Connecting-IP is taken from it. True-Client-IP, when
 // present, is set to the same address (Cloudflare's is a copy of
 // CF-Connecting-IP). X-Forwarded-Host and -Proto are the host and scheme the
 // Worker was asked for.
@@ -399,7 +409,7 @@ func forwarding(h http.Header, r *http.Request) {
 			delete(h, k)
 		}
 	}
-	if ip, ok := clientIP(r); ok {
+	if ip, ok := connectingIP(r, false); ok {
 		s := ip.String()
 		switch {
 		case len(xff) == 0:

@@ -294,6 +294,15 @@ func TestProxyForwardingHeaders(t *testing.T) {
 			[]string{"203.0.113.7"}, []string{"203.0.113.7"}, []string{"203.0.113.7"}},
 		{"no client address", http.Header{"X-Forwarded-For": {"10.9.9.9"}, "True-Client-Ip": {"10.0.0.4"}},
 			nil, nil, nil},
+		// A zone whose Pseudo IPv4 is "Overwrite Headers" (for an origin
+		// that reads IPv4 alone) writes the Class E address into
+		// CF-Connecting-IP and X-Forwarded-For: the origin gets that
+		// address, as Cloudflare wrote it, though the limits count the
+		// IPv6 client (TestPseudoIPv4Client). Taken from clientIP, the
+		// IPv6 address was X-Real-IP, True-Client-IP and the last hop.
+		{"Pseudo IPv4", http.Header{"Cf-Connecting-Ip": {"240.16.0.1"}, "Cf-Connecting-Ipv6": {"2001:db8:1:2::1"},
+			"X-Forwarded-For": {"240.16.0.1"}, "True-Client-Ip": {"240.16.0.1"}},
+			[]string{"240.16.0.1"}, []string{"240.16.0.1"}, []string{"240.16.0.1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,8 +319,8 @@ func TestProxyForwardingHeaders(t *testing.T) {
 			for k, want := range map[string][]string{
 				"X-Forwarded-For": tt.wantXFF, "X-Real-Ip": tt.wantIP, "True-Client-Ip": tt.wantTCI,
 				"X-Forwarded-Host": {"api.example.com"}, "X-Forwarded-Proto": {"https"},
-				"Cf-Connecting-Ip": tt.header["Cf-Connecting-Ip"],
-				"X-Original-Url":   nil, "X-Rewrite-Url": nil, "X-Forwarded-Port": nil, "X-Client-Ip": nil,
+				"Cf-Connecting-Ip": tt.header["Cf-Connecting-Ip"], "Cf-Connecting-Ipv6": tt.header["Cf-Connecting-Ipv6"],
+				"X-Original-Url": nil, "X-Rewrite-Url": nil, "X-Forwarded-Port": nil, "X-Client-Ip": nil,
 				"Forwarded": nil, "X-Forwarded-Server": nil,
 			} {
 				if got := o.got.Header[k]; !slices.Equal(got, want) {
