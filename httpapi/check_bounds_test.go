@@ -11,7 +11,7 @@ import (
 )
 
 // TestCheckAPIKeyLengthBound: a key is bounded by the body alone (the
-// README: "no longer than the body's 4 KiB allow"): the longest one a body
+// README: "no longer than the body's 72 KiB allow"): the longest one a body
 // of MaxCheckBody bytes holds is taken, and one byte more makes the body
 // a 400 naming it. A bound of 1 KiB of the key's own refused the bearer
 // tokens identity providers issue, which the pre-filter counts

@@ -29,8 +29,9 @@
 // from now, the step included. A check that read the clock before a
 // concurrent one read a time in a later bucket, and counted after it, is
 // taken back and decided again at that time, as if it had read the clock
-// after: neither saw the other's count (not in js builds, where a limiter
-// serves one request). A longer step back corrects a clock that
+// after: neither saw the other's count. A limiter that serves one request
+// (the Worker's) learns the later times of its isolate's other requests
+// from Options.Latest. A longer step back corrects a clock that
 // had run ahead: the limiter follows it, rather than decide every check at
 // that time until the clock catches up. What was counted while the clock
 // ran ahead went to buckets of that time: after the correction the current

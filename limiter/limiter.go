@@ -644,7 +644,10 @@ func (l *Limiter) admit(ctx context.Context, st stores, id string, write bool, s
 	if err := load(ctx, id, slots, counts); err != nil {
 		return false, fmt.Errorf("limiter: load %d counters: %w", len(slots), err)
 	}
-	// A denial on loaded counts is final: they are lower bounds.
+	// A denial on loaded counts makes no write. It is final on a store's
+	// own counts; a cache's (DynamoDB's) may be below the stored ones or
+	// above them (another instance took a count back), and a counting
+	// check it denies reads the store below.
 	ok := sc.Admit(counts)
 	if !ok && write && st.read != nil && l.deny != nil {
 		// A store whose Load is a cache (DynamoDB's: the counts this
