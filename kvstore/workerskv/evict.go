@@ -125,26 +125,32 @@ func bound(c Cells, ms int64, log Logger) {
 		return
 	}
 	slices.Sort(rank)
-	var marked int64 // evictKey's N after this eviction
-	for _, r := range rank[:n] {
+	e, _ := c.Get(evictKey)
+	marked := e.N // evictKey's N
+	for i, r := range rank[:n] {
 		key := r[rankLen:]
-		switch {
-		case strings.HasPrefix(key, KeyPrefix):
-			cell, _ := c.Get(key)
-			if r[0] == '1' {
-				log.Warn("workerskv: isolate full, unwritten counts evicted", "key", key, "n", cell.N-cell.Flushed)
-			}
-			if cell.At != 0 {
-				marked = max(marked, cell.Expires)
-			}
-		case strings.HasPrefix(key, "sum|"):
-			cell, _ := c.Get(key)
+		cell, _ := c.Get(key)
+		if strings.HasPrefix(key, "sum|") || strings.HasPrefix(key, KeyPrefix) && cell.At != 0 {
 			marked = max(marked, cell.Expires)
 		}
 		c.Delete(key)
-	}
-	if e, _ := c.Get(evictKey); marked > e.N {
-		c.Set(evictKey, Cell{N: marked, Expires: math.MaxInt64})
+		if marked > e.N && (r[0] == '1' || i == n-1) {
+			// Before each log line and at the end, not for every
+			// cell: most of an eviction's cells are sums and written
+			// counters, which log nothing.
+			e.N = marked
+			c.Set(evictKey, Cell{N: marked, Expires: math.MaxInt64})
+		}
+		// Logged once the cell is deleted and marked, not between its read
+		// and its deletion: in the Worker a log line is a write to stderr
+		// whose callback from JS lets the Go instance's other goroutines
+		// run, and a count one of them made meanwhile went to the counter
+		// being logged, deleted with it, or to one deleted a moment before
+		// and not yet marked, whose new cell wrote over the KV key that
+		// held the evicted one's counts.
+		if r[0] == '1' {
+			log.Warn("workerskv: isolate full, unwritten counts evicted", "key", key, "n", cell.N-cell.Flushed)
+		}
 	}
 }
 
