@@ -361,7 +361,12 @@ func (l *Limiter) Refund(ctx context.Context, at time.Time, id string, rules []R
 	}
 	sc := l.pool.Get().(*scratch)
 	defer l.pool.Put(sc)
-	for _, local := range [2]bool{true, false} {
+	// The shared store first: it may fail, the local one (in memory) does
+	// not, so a failure leaves the whole count. Taken back first, the
+	// local count was gone when the shared refund failed, and a check
+	// overtaken at a boundary (check), which keeps its admission when
+	// its refund fails, was admitted uncounted by its local rules.
+	for _, local := range [2]bool{false, true} {
 		if err := l.addCur(ctx, at, id, rules, local, -cost, sc); err != nil {
 			return fmt.Errorf("limiter: refund: %w", err)
 		}

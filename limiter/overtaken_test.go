@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -137,5 +138,39 @@ func TestOvertakenByAnotherLimiter(t *testing.T) {
 				t.Errorf("the second before the boundary holds %d, want 0 (A's count taken back)", got)
 			}
 		})
+	}
+}
+
+// TestOvertakenRefundFails: a check of local and shared rules overtaken at
+// a boundary is taken back to be checked again, and the shared store fails
+// the take-back (DynamoDB, its budget spent on the check). The check then
+// stands as counted, admitted at its own time; the local rules' count of it
+// must stand too. Refund took the local count back first and then failed on
+// the shared one: the request was admitted, counted by the local rules
+// nowhere.
+func TestOvertakenRefundFails(t *testing.T) {
+	boundary := window.Start(window.Index(t0, time.Minute)+1, time.Minute) // 12:00:00
+	local := minute
+	local.Local = true
+	rules := []Rule{local, rule("hour", 100, time.Hour)}
+	o := &overtaking{Store: memstore.New()}
+	shared := &failingAdds{Conditional: memstore.New()}
+	l := New(Options{Local: o, Store: shared})
+	if res := check(t, l, t0, "k", 5, rules...); !res.Allowed {
+		t.Fatalf("5 at 11:59:30: denied by %q", res.Rule)
+	}
+	o.hook = func() {
+		check(t, l, boundary, "k", 1, rules...)
+		shared.fail = errors.New("boom")
+	}
+	a := check(t, l, boundary.Add(-time.Millisecond), "k", 5, rules...)
+	if !a.Allowed {
+		t.Fatalf("A (5 at 11:59:59.999), whose take-back failed: denied by %q", a.Rule)
+	}
+	if got := load(t, o.Store, "k", local, t0); got != 10 {
+		t.Errorf("the local rule's 11:59 holds %d, want 10 (5, and A's 5, admitted)", got)
+	}
+	if got := load(t, shared.Conditional, "k", rules[1], t0); got != 10 {
+		t.Errorf("the shared rule's 11:00 hour holds %d, want 10", got)
 	}
 }
