@@ -383,7 +383,7 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	if len(ipRules) > 0 {
 		if v.err = h.check1(ctx, now, ipID, ipRules, cost, v); v.err != nil {
 			switch {
-			case !h.deny && len(p.localRules) > 0:
+			case !h.deny && len(p.rules) > 0:
 				h.planAfterIPError(ctx, now, ipID, len(ipRules), id, p, cost, v)
 			case h.deny && !h.countDenied && errors.Is(v.err, limiter.ErrLocalCounted):
 				// Refused (503): the local ip rules' count of it is
@@ -456,11 +456,17 @@ func bounded(ctx context.Context, until time.Time, timeout time.Duration) (conte
 // planAfterIPError decides by the plan's rules a request whose ip rules
 // (nIP of them) failed with the store error v.err, under on_store_error
 // allow: the plan's local rules hold in an outage, as they do without
-// ip_limits. Their denial is the answer (a 429), the ip rules undecided
-// (zero decisions: no items; the local ones, under count_denied, decided
-// again on the count they keep) and their error set aside; otherwise v.err
-// stands and the request goes through as a store error. A shared ip rule
-// failing first let every request past the plan's local flood guard.
+// ip_limits, and so does what the plan's shared rules decide without the
+// ip rules' store: the key's own counts (another item, on DynamoDB; the
+// isolate's, on a Worker) or the deny cache. Their denial is the answer (a
+// 429), the ip rules undecided (zero decisions: no items; the local ones,
+// under count_denied, decided again on the count they keep) and their
+// error set aside; otherwise v.err stands and the request goes through as
+// a store error, counted by the plan when it admitted it. A shared ip rule
+// failing first let every request past the plan's local flood guard, and
+// past a used-up key: its client could make the ip rules fail (flooding
+// its address's DynamoDB item past the write rate; a new address for each
+// request while a Worker's KV lists outlast store_timeout).
 func (h *Handler) planAfterIPError(ctx context.Context, now time.Time, ipID string, nIP int, id string, p *plan, cost int64, v *verdict) {
 	ipErr, ipAt := v.err, v.res.At
 	clear(v.ds[:nIP])
