@@ -125,8 +125,7 @@ func bound(c Cells, ms int64, log Logger) {
 		return
 	}
 	slices.Sort(rank)
-	e, _ := c.Get(evictKey)
-	marked := e.N // evictKey's N
+	var marked int64 // the latest Expires this eviction marks
 	for i, r := range rank[:n] {
 		key := r[rankLen:]
 		cell, _ := c.Get(key)
@@ -134,12 +133,16 @@ func bound(c Cells, ms int64, log Logger) {
 			marked = max(marked, cell.Expires)
 		}
 		c.Delete(key)
-		if marked > e.N && (r[0] == '1' || i == n-1) {
+		if r[0] == '1' || i == n-1 {
 			// Before each log line and at the end, not for every
 			// cell: most of an eviction's cells are sums and written
-			// counters, which log nothing.
-			e.N = marked
-			c.Set(evictKey, Cell{N: marked, Expires: math.MaxInt64})
+			// counters, which log nothing. The marker is read each
+			// time: during a line another goroutine's eviction may
+			// have marked a later expiry, which a copy read before
+			// wrote over.
+			if e, _ := c.Get(evictKey); marked > e.N {
+				c.Set(evictKey, Cell{N: marked, Expires: math.MaxInt64})
+			}
 		}
 		// Logged once the cell is deleted and marked, not between its read
 		// and its deletion: in the Worker a log line is a write to stderr
