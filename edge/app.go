@@ -256,8 +256,10 @@ func escapedURL(u string) (string, bool) {
 // where ipv6_prefix counts the /64 as one. Only then is CF-Connecting-IPv6
 // read: Cloudflare wrote it, and from a client with a real IPv4 address
 // it is the client's to forge. One that is no address (a client's copy
-// beside Cloudflare's, joined by the runtime) leaves the Class E address:
-// none at all would let a client move itself into the shared ip:unknown.
+// beside Cloudflare's, joined by the runtime) is no client IP, the shared
+// ip:unknown: the Class E address instead may be a fresh one for each
+// address of the client's /64, a quota per address where ip:unknown is
+// one for all such clients.
 // The first octet is read from the text (three digits, 240 or more), not
 // from a second parse, which cost the Worker's bundle four times the
 // bytes.
@@ -271,18 +273,16 @@ func clientIP(r *http.Request) (netip.Addr, bool) { return connectingIP(r, true)
 // keep from them.
 func connectingIP(r *http.Request, identity bool) (netip.Addr, bool) {
 	h := strings.TrimSpace(r.Header.Get("CF-Connecting-IP"))
-	var v6 string
 	if identity && len(h) > 3 && h[3] == '.' && h[:3] >= "240" {
-		if v := strings.TrimSpace(r.Header.Get("CF-Connecting-IPv6")); strings.IndexByte(v, ':') >= 0 {
-			v6 = v
+		if v6 := strings.TrimSpace(r.Header.Get("CF-Connecting-IPv6")); strings.IndexByte(v6, ':') >= 0 {
+			h = v6
 		}
 	}
-	for _, s := range [2]string{v6, h} {
-		if a, err := netip.ParseAddr(s); err == nil {
-			return a.Unmap(), true
-		}
+	a, err := netip.ParseAddr(h)
+	if err != nil {
+		return netip.Addr{}, false
 	}
-	return netip.Addr{}, false
+	return a.Unmap(), true
 }
 
 // failed answers every request with a 500 naming the variable or binding

@@ -44,11 +44,11 @@ func TestClientIP(t *testing.T) {
 		// Pseudo IPv4 "Overwrite Headers": the address in CF-Connecting-IPv6.
 		{"240.16.0.1", "2001:db8:1:2::5", true, "2001:db8:1:2::5"},
 		// A CF-Connecting-IPv6 that is no address (two lines, a client's
-		// beside Cloudflare's, joined by the runtime) leaves the Class E
-		// one: returning none, any client could move itself into the
-		// shared ip:unknown at will.
-		{"240.16.0.1", "240.16.0.1", true, "2001:db8::1, 2001:db8:1:2::5"},
-		{"240.16.0.1", "240.16.0.1", true, "2001:db8::zz"},
+		// beside Cloudflare's, joined by the runtime) is none: the
+		// shared ip:unknown, not the Class E address, which may be a
+		// fresh one for each address of the client's /64.
+		{"240.16.0.1", "", false, "2001:db8::1, 2001:db8:1:2::5"},
+		{"240.16.0.1", "", false, "2001:db8::zz"},
 		{"203.0.113.7", "203.0.113.7", true, "2001:db8:1:2::5"}, // a real IPv4 client's is not read
 	}
 	for _, tt := range tests {
