@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/slidegate/slidegate/config"
 	"github.com/slidegate/slidegate/httpapi"
 	"github.com/slidegate/slidegate/kvstore"
@@ -696,9 +697,15 @@ func checkTable(ctx context.Context, client dynamostore.API, table string) error
 	defer cancel()
 	err := dynamostore.Probe(ctx, client, table)
 	var missing *types.ResourceNotFoundException
+	var api smithy.APIError
 	switch {
 	case errors.As(err, &missing):
 		return fmt.Errorf("--table %q: no such table in this region (--create-table creates it): %w", table, err)
+	case errors.As(err, &api) && api.ErrorCode() == "ValidationException" && strings.Contains(api.ErrorMessage(), "key element does not match the schema"):
+		// A table made by hand (a key named "pk", a number key, a sort
+		// key): DynamoDB's message names no key, and --create-table
+		// leaves a table it finds as it is, so neither said what to do.
+		return fmt.Errorf("--table %q: its key is not slidegate's, a string partition key %q and no sort key (create another table, or give --create-table a new name): %w", table, dynamostore.KeyAttribute, err)
 	case err != nil:
 		return fmt.Errorf("--table %q: cannot read it: %w", table, err)
 	}
