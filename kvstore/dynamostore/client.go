@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -75,6 +76,13 @@ func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 	}
 	if endpoint != "" {
 		u, err := url.Parse(endpoint)
+		if strings.Contains(endpoint, "@") {
+			// User info, or an @ that a password may stand before where
+			// Go takes it for a path ("http://u:0/pw@host"): the SDK
+			// signs its requests and sends no user info, and the error
+			// went to the log with the password in it.
+			return nil, fmt.Errorf("dynamostore: endpoint %q: an @ in it, user info perhaps, which DynamoDB is not sent (it takes AWS credentials): drop it", shownScheme(u, err))
+		}
 		if err != nil || u.Scheme == "" || u.Host == "" {
 			return nil, fmt.Errorf("dynamostore: endpoint %q: want a URL such as http://127.0.0.1:4567", endpoint)
 		}
@@ -117,6 +125,15 @@ func NewClient(ctx context.Context, endpoint string) (*dynamodb.Client, error) {
 			}
 		})
 	}), nil
+}
+
+// shownScheme is an endpoint with an @ as an error may show it: its
+// scheme alone, when it parsed.
+func shownScheme(u *url.URL, err error) string {
+	if err != nil || u.Scheme == "" {
+		return "…"
+	}
+	return u.Scheme + "://…"
 }
 
 func loopback(host string) bool {

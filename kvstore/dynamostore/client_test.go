@@ -63,6 +63,27 @@ func TestNewClientLocalEndpointDefaultsRegion(t *testing.T) {
 	}
 }
 
+// TestNewClientEndpointHidesUserInfo: an endpoint with an @ (user info,
+// or a password Go takes for a path) is refused without the password in
+// the error, which serve prints on standard error and so to its log. One
+// that did not parse (a bad port, a bracket left open) was quoted whole,
+// password and all; one that parsed was taken, its user info never sent.
+func TestNewClientEndpointHidesUserInfo(t *testing.T) {
+	noAWSEnv(t)
+	for _, endpoint := range []string{
+		"http://u:s3cret@127.0.0.1:bad",
+		"http://u:s3cret@[::1",
+		"http://u:s3cret@127.0.0.1:4567",
+		"http://svc:0/s3cret@127.0.0.1:4567",
+		"u:s3cret@127.0.0.1:4567",
+	} {
+		_, err := dynamostore.NewClient(context.Background(), endpoint)
+		if err == nil || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "drop it") {
+			t.Errorf("endpoint %q: %v, want an error without the password that says to drop the user info", endpoint, err)
+		}
+	}
+}
+
 // TestNewClientEndpointKeepsCABundle: an endpoint over TLS whose
 // certificate the operator's AWS_CA_BUNDLE vouches for (`serve --endpoint
 // https://dynamodb.internal:8443`, a private CA's certificate) is trusted; the
