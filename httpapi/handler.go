@@ -868,7 +868,7 @@ func (h *Handler) cost(r *http.Request) int64 {
 	}
 	// At most 8: the path, its kept-%2F reading, each of these read with
 	// backslashes as slashes, each of those without ";" parameters.
-	paths := [8]string{cleanPath(sentPath(r.URL.Path))}
+	paths := [8]string{cleanPath(r.URL.Path)}
 	n := 1
 	if raw := r.URL.RawPath; strings.Contains(raw, "%2") {
 		if alt := cleanPath(segmentsKept(raw)); alt != paths[0] {
@@ -1112,7 +1112,18 @@ func matchMethod(route, method string) bool {
 // 5.2.4: a trailing slash, or a last segment "." or "..", leaves the
 // result ending in "/" (path.Clean alone would drop it, and
 // "/v1/items/." would then miss the prefix "/v1/items/").
+//
+// A path that does not begin with "/" gets one before it, as the proxy
+// sends it to the origin: Go's server takes two such targets, an
+// absolute-form one without a path ("POST http://api.example HTTP/1.1",
+// path "") and "*" for a method other than OPTIONS, and the proxy joins
+// them to the origin URL's path with a slash, so the origin serves "/"
+// and "/*". Priced as they came, they matched no route (every path_prefix
+// begins with "/"), and a POST to "/" at a route cost of 3 cost 1.
 func cleanPath(p string) string {
+	if p == "" || p[0] != '/' {
+		p = "/" + p
+	}
 	if !strings.Contains(p, "//") && !strings.Contains(p, "/.") {
 		return p
 	}

@@ -278,7 +278,7 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 // around: a Result is some 660 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
-	if st := l.single(rules, cost); oneRule && st != nil {
+	if st := l.single(rules, cost); st != nil {
 		cached, at, err := l.one(ctx, st, now, id, rules, cost, &res.Decision)
 		res.Rules[0], res.N, res.Cached, res.At = res.Decision, 1, cached, at
 		if err != nil {
@@ -305,7 +305,7 @@ func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []
 // error are more words than Go returns in registers, so a Decision
 // returned is copied through memory once more.
 func (l *Limiter) DecideInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, d *window.Decision) error {
-	if st := l.single(rules, cost); oneRule && st != nil {
+	if st := l.single(rules, cost); st != nil {
 		_, _, err := l.one(ctx, st, now, id, rules, cost, d)
 		return err
 	}
@@ -319,8 +319,9 @@ func (l *Limiter) DecideInto(ctx context.Context, now time.Time, id string, rule
 // and a positive cost, the rule's store deciding a rule under its lock (a
 // kvstore.RuleUpdater), CountDenied off. Nil means the general path. The
 // HTTP layer's per-IP check (one local rule) and a one-rule plan take it.
+// In js builds (oneRule false) no store takes it, and it is always nil.
 func (l *Limiter) single(rules []Rule, cost int64) *stores {
-	if len(rules) != 1 || cost <= 0 || l.countDenied {
+	if !oneRule || len(rules) != 1 || cost <= 0 || l.countDenied {
 		return nil
 	}
 	r := &rules[0]
