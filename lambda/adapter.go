@@ -194,9 +194,7 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	}
 	target := "https://" + host + httpapi.EscapePath(path, decoded)
 	if ev.RawQueryString != "" {
-		// A "#" the client sent in the query is data: unescaped, it would
-		// end the query there and hide the rest from the origin.
-		target += "?" + strings.ReplaceAll(ev.RawQueryString, "#", "%23")
+		target += "?" + queryFix.Replace(ev.RawQueryString)
 	}
 	method := ev.RequestContext.HTTP.Method
 	switch {
@@ -250,6 +248,19 @@ func request(ctx context.Context, ev *events.APIGatewayV2HTTPRequest) (*http.Req
 	}
 	return r, nil
 }
+
+// queryFix restores rawQueryString's characters that the origin's request
+// line cannot hold as they are. A "#" the client sent in the query is
+// data: unescaped, it would end the query there and hide the rest from
+// the origin. A space is a "+" the client sent: a Function URL gives each
+// "+" of the query as a space, where it leaves %20 as it came
+// (aws/aws-lambda-web-adapter#491: ?q=a+b arrived as q=a b, ?q=a%20b
+// whole). No client can send a space itself (it would end the request
+// target), so "+" is what the client wrote, a literal plus for an origin
+// that reads it so, a space for one that decodes forms. Passed on, the
+// space split the request line ("GET /search?q=a b HTTP/1.1"): the origin
+// answered 400 to every such request, counted, without running.
+var queryFix = strings.NewReplacer("#", "%23", " ", "+")
 
 // functionURL reports whether domain (requestContext.domainName) is a
 // Lambda Function URL's own, <url-id>.lambda-url.<region>.on.aws, which no

@@ -92,6 +92,14 @@ func TestRequestFromEvent(t *testing.T) {
 			host: "api.example.com", remote: "203.0.113.8:0",
 			accept: "*/*", proto: "HTTP/1.1", ip: "203.0.113.8",
 		}},
+		// A Function URL gives a "+" of the client's query as a space
+		// (aws/aws-lambda-web-adapter#491): the client sent
+		// ?q=rate+limit&scope=openid+profile&tag=a%2Bb.
+		{"functionurl-plus-query.json", seen{
+			method: "GET", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/search?q=rate+limit&scope=openid+profile&tag=a%2Bb",
+			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "198.51.100.30:0",
+			accept: "*/*", proto: "HTTP/1.1", ip: "198.51.100.30",
+		}},
 		{"functionurl-check-base64.json", seen{
 			method: "POST", url: "https://abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws/v1/check",
 			host: "abcdefghijklmnopqrstuvwxyz012345.lambda-url.eu-west-1.on.aws", remote: "10.1.2.3:0",
@@ -725,6 +733,13 @@ func TestProxyThroughLambda(t *testing.T) {
 		{name: "encoded and repeated query", ev: httpAPI, edit: func(ev *events.APIGatewayV2HTTPRequest) {
 			ev.RawQueryString = "q=a%2Bb%20c&tag=x&tag=y&empty=&plus=a+b&utf=%C3%A9"
 		}, arrived: arrival{cookie: "session=abc; theme=dark"}, status: 200, body: page},
+		// A Function URL gives a "+" of the query as a space, which as
+		// such would split the origin's request line: "GET /hello?q=a
+		// b HTTP/1.1" was the origin's 400 (Go's server: malformed HTTP
+		// version), counted, and the origin's handler never ran.
+		{name: "Function URL: a + the event gives as a space", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) {
+			ev.RawQueryString = "q=rate limit&scope=openid profile&sig=ab c/d=="
+		}, arrived: arrival{uri: "/hello?q=rate+limit&scope=openid+profile&sig=ab+c/d=="}, status: 200, body: page},
 		{name: "Function URL: %2F stays encoded", ev: fnURL, edit: func(ev *events.APIGatewayV2HTTPRequest) { ev.RawPath = "/files/a%2Fb/c%20d" },
 			status: 200, body: page},
 		// An HTTP API decodes rawPath: a client's %3F, %23, %25 and %20

@@ -336,6 +336,12 @@ func TestBootstrapEndToEnd(t *testing.T) {
 	if got, want := res.Headers["X-Seen"], "/notes/100%25/%2541?v=2||"; res.StatusCode != http.StatusOK || got != want {
 		t.Errorf("decoded path with %%: %d, origin saw %q; want 200, %q", res.StatusCode, got, want)
 	}
+	// A Function URL's query with a "+" the event gives as a space: the
+	// origin gets the "+" back, not a request line split at the space.
+	res = rt.invoke(t, fixture("functionurl-plus-query.json"), exited)
+	if got, want := res.Headers["X-Seen"], "/search?q=rate+limit&scope=openid+profile&tag=a%2Bb||"; res.StatusCode != http.StatusOK || got != want {
+		t.Errorf("+ in the query: %d %q, origin saw %q; want 200, %q", res.StatusCode, res.Body, got, want)
+	}
 
 	if res := rt.invoke(t, fixture("functionurl-check-base64.json"), exited); res.StatusCode != http.StatusOK || !strings.Contains(res.Body, `"allowed":true`) {
 		t.Errorf("check API: %d %s; want 200 allowed", res.StatusCode, res.Body)
