@@ -365,7 +365,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload 
 			}
 		}
 	}()
-	srv := frontServer(&cur, log)
+	srv := frontServer(&cur, log, f.clientTimeout, b.clock())
 	servers = append([]*http.Server{srv}, servers...)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -394,14 +394,17 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload 
 }
 
 // frontServer is serve's server for its clients, serving h and logging
-// its own errors to log at WARN.
-func frontServer(h http.Handler, log *slog.Logger) *http.Server {
+// its own errors to log at WARN. d (--client-timeout; <= 0: no bound)
+// bounds, from now(), the writes of the answers the server writes itself
+// (see answersBounded).
+func frontServer(h http.Handler, log *slog.Logger, d time.Duration, now func() time.Time) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         answersBounded(d, now),
 	}
 }
 

@@ -198,7 +198,7 @@ func TestHashKeyTakesWhatServeTakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := frontServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), slog.New(slog.DiscardHandler))
+	srv := frontServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), slog.New(slog.DiscardHandler), defaultClientTimeout, time.Now)
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}

@@ -57,6 +57,10 @@ func boundSilence(next http.Handler, d time.Duration, now func() time.Time) http
 		// Also bounds the server's own read of a body the handler left.
 		_ = rc.SetReadDeadline(now().Add(d))
 		b := &silentBody{ReadCloser: r.Body, rc: rc, d: d, now: now}
+		// The server writes its 100 Continue on the first read, maybe
+		// long after answersBounded's deadline (the origin asks for the
+		// body when it is ready): d from then.
+		b.cont.Store(r.Header.Get("Expect") != "")
 		defer b.done.Store(true)
 		r = r.WithContext(r.Context()) // a copy, for its own Body
 		r.Body = b
@@ -78,6 +82,29 @@ func boundSilence(next http.Handler, d time.Duration, now func() time.Time) http
 	})
 }
 
+// answersBounded returns the server's ConnState hook that gives the
+// answers Go's server writes itself d from now() to go out: its 400, 431,
+// 417 and 501 to a request it refuses before any handler, and (with
+// silentBody) its 100 Continue. The server clears the write deadline after
+// each answer and sets none before the next request (no WriteTimeout: it
+// would cut long answers), so those went out with none: a client that
+// pipelined requests and read none of their answers, until the socket's
+// buffers were full, and then sent such a request held its connection, a
+// goroutine and a file descriptor for ever (with 100 Continue, the
+// request's handler too). The hook runs once a request's first bytes are read,
+// before any of those writes; the handlers' own answers move the deadline
+// as they go (boundSilence, boundWrites). d <= 0 means no bound: nil.
+func answersBounded(d time.Duration, now func() time.Time) func(net.Conn, http.ConnState) {
+	if d <= 0 {
+		return nil
+	}
+	return func(c net.Conn, s http.ConnState) {
+		if s == http.StateActive {
+			_ = c.SetWriteDeadline(now().Add(d))
+		}
+	}
+}
+
 // maxUnreadBody is how much of a body nobody read Go's server reads
 // before it answers (net/http's maxPostHandlerReadBytes); past it, it
 // closes the connection after the answer.
@@ -95,6 +122,7 @@ type silentBody struct {
 	end  atomic.Bool // read by the transport's goroutine, maybe after the handler
 	done atomic.Bool // the handler returned: the connection may serve another request
 	used atomic.Bool // read at all: by the handler, or a transport maybe still reading
+	cont atomic.Bool // a 100 Continue may be written by the next read
 }
 
 func (b *silentBody) Read(p []byte) (int, error) {
@@ -103,6 +131,9 @@ func (b *silentBody) Read(p []byte) (int, error) {
 		return b.ReadCloser.Read(p)
 	}
 	_ = b.rc.SetReadDeadline(b.now().Add(b.d))
+	if b.cont.Load() && b.cont.CompareAndSwap(true, false) {
+		_ = b.rc.SetWriteDeadline(b.now().Add(b.d))
+	}
 	n, err := b.ReadCloser.Read(p)
 	if err != nil {
 		b.end.Store(true)

@@ -217,7 +217,7 @@ func frontOnClockWith(t *testing.T, origin http.Handler, path string, store kvst
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := frontServer(h, log)
+	srv := frontServer(h, log, clientTimeout, clock.Now)
 	go func() { _ = srv.Serve(virtualListener{ln, clock}) }()
 	t.Cleanup(func() { srv.Close() })
 	return &clockFront{clock: clock, addr: ln.Addr().String()}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/slidegate/slidegate/kvstore/memstore"
+)
+
+// pipeListener hands the server one end of a net.Pipe per connection. A
+// pipe holds no byte: each write waits until the client reads it, as a
+// write waits on a socket whose buffers are full of answers the client did
+// not read (a client that pipelines requests and reads nothing), without
+// filling megabytes of buffers first.
+type pipeListener struct {
+	conns chan net.Conn
+	done  chan struct{}
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	select {
+	case <-l.done:
+	default:
+		close(l.done)
+	}
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return pipeAddr{} }
+
+// dial returns the client's end of a new connection, and the server's,
+// which tells when the server closes it.
+func (l *pipeListener) dial(t *testing.T) (net.Conn, *pipeConn) {
+	t.Helper()
+	client, server := net.Pipe()
+	t.Cleanup(func() { client.Close() })
+	s := &pipeConn{Conn: server, closed: make(chan struct{})}
+	select {
+	case l.conns <- s:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server accepted no connection in 10 s")
+	}
+	_ = client.SetDeadline(time.Now().Add(10 * time.Second))
+	return client, s
+}
+
+// pipeConn is the server's end of a pipe.
+type pipeConn struct {
+	net.Conn
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (c *pipeConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+type pipeAddr struct{}
+
+func (pipeAddr) Network() string { return "pipe" }
+func (pipeAddr) String() string  { return "192.0.2.1:1234" }
+
+// frontOnPipes starts serve's handler and server (--client-timeout
+// clientTimeout) in front of an origin that reads the request's body and
+// answers 204, on a pipeListener; the client's deadlines are read from
+// now.
+func frontOnPipes(t *testing.T, now func() time.Time) *pipeListener {
+	t.Helper()
+	o := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(o.Close)
+	return frontOfOnPipes(t, now, o.URL)
+}
+
+// frontOfOnPipes is frontOnPipes in front of the origin at originURL.
+func frontOfOnPipes(t *testing.T, now func() time.Time, originURL string) *pipeListener {
+	t.Helper()
+	u, err := parseOrigin(originURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(operatorConfig(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	b := &builder{origin: u, log: log, store: memstore.New(), local: memstore.New(),
+		originTimeout: defaultOriginTimeout, clientTimeout: clientTimeout, now: now}
+	h, err := b.build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newPipeListener()
+	srv := frontServer(h, log, clientTimeout, now)
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	return ln
+}
+
+// TestServeServerAnswersBounded: the answers Go's server writes itself (a
+// 400 for a malformed request, a 431 for a header too large, a 417 for an
+// Expect it does not know, a 501 for a transfer coding it does not know)
+// and its 100 Continue have --client-timeout to go out, as every other
+// answer does. They were written with no deadline: the server clears the
+// write deadline after each answer, and sets none before the next request.
+// A client that pipelined requests and read none of their answers, until
+// the socket's buffers were full, then sent one of those held its
+// connection, a goroutine and a file descriptor for ever (with 100
+// Continue, the request's handler too). The pipes make any unread answer such a wait; the client's clock is
+// an hour behind the real one, so each deadline the server sets on it has
+// passed already and a bounded write fails at once: the connection is
+// closed, where the unbounded one hung (the pipe's 10 s deadline). The same
+// requests on the real clock, from a client that reads, get their answers:
+// the bound does not cut them.
+func TestServeServerAnswersBounded(t *testing.T) {
+	for _, tt := range []struct {
+		name, request, status string
+	}{
+		{"malformed", "GET / HTTP/1.1\r\nHost: front.test\r\nno colon\r\n\r\n", "400"},
+		{"header too large", "GET / HTTP/1.1\r\nHost: front.test\r\nX-Big: " + strings.Repeat("a", maxKeyBytes+1) + "\r\n\r\n", "431"},
+		{"unknown expectation", "GET / HTTP/1.1\r\nHost: front.test\r\nExpect: later\r\n\r\n", "417"},
+		{"unknown transfer coding", "POST / HTTP/1.1\r\nHost: front.test\r\nTransfer-Encoding: zstd\r\n\r\n", "501"},
+		{"100 Continue, check API", "POST /v1/check HTTP/1.1\r\nHost: front.test\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n", "100"},
+	} {
+		t.Run(tt.name+", not read", func(t *testing.T) {
+			behind := func() time.Time { return time.Now().Add(-time.Hour) }
+			c, srv := frontOnPipes(t, behind).dial(t)
+			go func() { _, _ = io.WriteString(c, tt.request) }() // the server may stop reading it
+			select {
+			case <-srv.closed:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the server still holds the connection after 10 s, its %s answer unread", tt.status)
+			}
+		})
+		t.Run(tt.name+", read", func(t *testing.T) {
+			c, _ := frontOnPipes(t, time.Now).dial(t)
+			go func() { _, _ = io.WriteString(c, tt.request) }()
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if !strings.HasPrefix(line, "HTTP/1.1 "+tt.status+" ") {
+				t.Fatalf("the client read %q (%v), want %q", line, err, tt.status)
+			}
+		})
+	}
+}
+
+// TestServeLateContinueNotCut: a 100 Continue that goes out long after its
+// request came has the bound from when it is written, not from when the
+// request came: the wait was the origin's, not the client's. Here the
+// origin does not answer the Expect (an HTTP/1.0 server, or one that
+// ignores it): the proxy sends the body after its own wait for the
+// origin's 100 Continue (a second), and the server writes its 100 Continue
+// to the client then, as the proxy reads the body. The client's clock is
+// an hour behind the real one when the request comes, and an hour ahead
+// once the origin has the request's header: a deadline set from the
+// request's coming has passed, one set from the write has not.
+func TestServeLateContinueNotCut(t *testing.T) {
+	var ahead atomic.Bool
+	now := func() time.Time {
+		if ahead.Load() {
+			return time.Now().Add(time.Hour)
+		}
+		return time.Now().Add(-time.Hour)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		r := bufio.NewReader(c)
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			t.Errorf("origin: %v", err)
+			return
+		}
+		ahead.Store(true)
+		if _, err := io.ReadAll(req.Body); err != nil {
+			t.Errorf("origin: reading the body: %v", err)
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
+	}()
+	c, _ := frontOfOnPipes(t, now, "http://"+ln.Addr().String()).dial(t)
+	if _, err := io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: front.test\r\nX-API-Key: "+bigKey+"\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(c)
+	res, err := http.ReadResponse(r, nil)
+	if err != nil || res.StatusCode != http.StatusContinue {
+		t.Fatalf("got %v (%v), want a 100 Continue", res, err)
+	}
+	if _, err := io.WriteString(c, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = http.ReadResponse(r, nil); err != nil || res.StatusCode != http.StatusNoContent {
+		t.Fatalf("got %v (%v), want the origin's 204", res, err)
+	}
+}
