@@ -104,13 +104,23 @@ func (h *Handler) serveOrigin(w http.ResponseWriter, r *http.Request, own *[6]st
 }
 
 // WriteHeader passes informational answers on and settles the fields
-// before the final one.
+// before the final one. A client that asked in HTTP/1.0 gets no
+// informational answer (RFC 9110 15.2): HTTP/1.0 has none, and such a
+// client takes the first status line for the answer (nginx, which
+// proxies in HTTP/1.0 unless told otherwise, read no 1xx before 1.29).
+// The local server's proxy asks the origin in HTTP/1.1 whatever the
+// client spoke, so the origin cannot leave them out itself, and
+// net/http's server writes them to any client. (Not ProtoAtLeast(1, 1):
+// spelled so, the test costs the Worker's bundle, which never gets a 1xx,
+// half as much.)
 func (w *originWriter) WriteHeader(code int) {
 	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
 		if !w.settled {
 			w.takeOwn()
 		}
-		w.ResponseWriter.WriteHeader(code)
+		if w.r.ProtoMajor != 1 || w.r.ProtoMinor != 0 {
+			w.ResponseWriter.WriteHeader(code)
+		}
 		return
 	}
 	w.settle()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
@@ -597,5 +598,50 @@ func TestKeyHeaderNamedInConnectionInProcess(t *testing.T) {
 				t.Errorf("the origin got X-API-Key %q, which was not counted", got)
 			}
 		})
+	}
+}
+
+// TestNoInformationalToHTTP10: an origin's 1xx answers (103 Early Hints,
+// 102 Processing, an unasked 100 Continue) do not reach a client that
+// asked in HTTP/1.0, which has no 1xx and takes the first status line for
+// the answer (RFC 9110 15.2: a server must not send one to it). The proxy
+// asks the origin in HTTP/1.1 whatever the client spoke, so the origin
+// cannot tell (nginx asks in HTTP/1.0 unless proxy_http_version says
+// otherwise). The final answer keeps its rate-limit fields; a client of
+// HTTP/1.1 still gets the 1xx (TestEarlyHints).
+func TestNoInformationalToHTTP10(t *testing.T) {
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusContinue)
+		w.WriteHeader(http.StatusProcessing)
+		earlyHints(w)
+		_, _ = io.WriteString(w, "page")
+	})
+	front := originFront(t, origin, nil)
+	c, err := net.Dial("tcp", strings.TrimPrefix(front, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /page HTTP/1.0\r\nHost: front.test\r\nX-API-Key: "+proKey+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// HTTP/1.0 without keep-alive: the answer ends when the server closes.
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(got), "HTTP/1.0 200 OK\r\n") {
+		t.Fatalf("an HTTP/1.0 client got:\n%s\nwant the 200 alone", got)
+	}
+	res, err := http.ReadResponse(bufio.NewReader(strings.NewReader(string(got))), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	if got, want := res.Header.Get("RateLimit"), `"minute";r=9;t=51`; got != want || string(body) != "page" {
+		t.Errorf("RateLimit %q, body %q; want %q and the page", got, body, want)
+	}
+	if v := res.Header.Get("Link"); v != "" {
+		t.Errorf("the answer has the 103's Link %q", v)
 	}
 }
