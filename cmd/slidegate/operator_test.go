@@ -997,3 +997,37 @@ func TestServeUnderscoreHeaders(t *testing.T) {
 		})
 	}
 }
+
+// TestServePriorKnowledgePreface: a client that opens with HTTP/2's
+// connection preface over cleartext ("PRI * HTTP/2.0", h2c with prior
+// knowledge: grpc-go with insecure credentials, curl
+// --http2-prior-knowledge) gets a 505, and that is all: net/http's server
+// hands the preface to the handler as a request (for a handler that would
+// take the connection over), and the pre-filter counted it against the
+// client's address and sent the origin a "PRI /*" nobody asked for, its
+// body announced chunked.
+func TestServePriorKnowledgePreface(t *testing.T) {
+	seen := make(chan string, 4)
+	origin := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Method + " " + r.URL.Path
+	})
+	addr, _ := frontOf(t, origin, "")
+	w := dial(t, addr)
+	w.send("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+	res, body := w.response("PRI")
+	if status, _ := problemOf(t, res, body); res.StatusCode != http.StatusHTTPVersionNotSupported || status != res.StatusCode || !res.Close {
+		t.Fatalf("the preface got %d, Close %t: %s; want a 505 problem that closes the connection", res.StatusCode, res.Close, body)
+	}
+	if k := res.Header.Get("X-RateLimit-Remaining"); k != "" {
+		t.Errorf("the 505 has X-RateLimit-Remaining %q: it was counted", k)
+	}
+	// Anonymous clients have 2 requests: the preface took none of them.
+	for i := range 2 {
+		if res, body := dial(t, addr).get("/after", ""); res.StatusCode != http.StatusOK {
+			t.Fatalf("request %d after the preface: %d %s", i+1, res.StatusCode, body)
+		}
+		if got := <-seen; got != "GET /after" {
+			t.Fatalf("the origin got %q, want GET /after", got)
+		}
+	}
+}

@@ -469,7 +469,20 @@ func (b *builder) clock() func() time.Time {
 // requests that come after, without a lock on their way.
 type current struct{ p atomic.Pointer[served] }
 
+// ServeHTTP serves r by the configuration in force, but for HTTP/2's
+// connection preface over cleartext ("PRI * HTTP/2.0": h2c with prior
+// knowledge, such as grpc-go's insecure clients send), which is answered
+// 505, uncounted: serve speaks HTTP/1 to its clients. net/http's server
+// hands the preface to the handler as a request (for one that would take
+// the connection over, and closes the connection after the answer); the
+// pre-filter counted it against the client's address and the proxy sent
+// the origin a "PRI /*" nobody asked for.
 func (c *current) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == "PRI" && r.ProtoMajor == 2 {
+		httpapi.WriteProblem(w, http.StatusHTTPVersionNotSupported, http.StatusText(http.StatusHTTPVersionNotSupported),
+			"HTTP/2 without TLS (prior knowledge) is not served: use HTTP/1.1")
+		return
+	}
 	c.p.Load().ServeHTTP(w, r)
 }
 
