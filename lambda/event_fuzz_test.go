@@ -118,7 +118,15 @@ func FuzzEventLikeNetHTTP(f *testing.F) {
 			if k == "Cookie" {
 				continue
 			}
-			if g, w := strings.Join(got.Header[k], ","), strings.Join(vs, ","); g != w {
+			g, w := strings.Join(got.Header[k], ","), strings.Join(vs, ",")
+			if len(vs) > 1 {
+				// Lines of one field are one list, whose elements a
+				// client reads trimmed: net/http's lines "0", " ", "0"
+				// reach the client as "0", "", "0", and the adapter's
+				// "0, ,0" (the lines joined as they are) as the same list.
+				g, w = trimElements(g), trimElements(w)
+			}
+			if g != w {
 				t.Errorf("%s: %q, net/http %q", k, got.Header[k], vs)
 			}
 		}
@@ -300,7 +308,15 @@ func FuzzAnswerLikeNetHTTP(f *testing.F) {
 				}
 				continue
 			}
-			if g, w := strings.Join(got.Header[k], ","), strings.Join(vs, ","); g != w {
+			g, w := strings.Join(got.Header[k], ","), strings.Join(vs, ",")
+			if len(vs) > 1 {
+				// Lines of one field are one list, whose elements a
+				// client reads trimmed: net/http's lines "0", " ", "0"
+				// reach the client as "0", "", "0", and the adapter's
+				// "0, ,0" (the lines joined as they are) as the same list.
+				g, w = trimElements(g), trimElements(w)
+			}
+			if g != w {
 				t.Errorf("%s: %q, net/http %q", k, got.Header[k], vs)
 			}
 		}
@@ -310,4 +326,14 @@ func FuzzAnswerLikeNetHTTP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// trimElements returns the comma-separated list v with each element
+// trimmed of white space as a client trims a field line.
+func trimElements(v string) string {
+	es := strings.Split(v, ",")
+	for i, e := range es {
+		es[i] = textproto.TrimString(e)
+	}
+	return strings.Join(es, ",")
 }
