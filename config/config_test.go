@@ -283,6 +283,10 @@ func TestRawKeyNotEchoed(t *testing.T) {
 		{"parse, wrong type", func() error { _, err := Parse([]byte(`{"api_keys": {"` + raw + `": ["free"]}}`)); return err }},
 		{"parse, unknown plan", func() error { _, err := Parse([]byte(`{"api_keys": {"` + raw + `": "gold"}}`)); return err }},
 		{"validate", func() error { return (&Config{Plans: plans, APIKeys: map[string]string{raw: "free"}}).Validate() }},
+		// The entry written the wrong way round, plan → key: the key is
+		// then the value, which the error showed to tell the entry.
+		{"parse, key and plan swapped", func() error { _, err := Parse([]byte(`{"api_keys": {"free": "` + raw + `"}}`)); return err }},
+		{"validate, key and plan swapped", func() error { return (&Config{Plans: plans, APIKeys: map[string]string{"free": raw}}).Validate() }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

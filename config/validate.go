@@ -124,8 +124,17 @@ func (c *Config) Validate() error {
 	for _, k := range keys {
 		if !isHash(k) {
 			// The key is not shown (it may be a raw key), so its plan is,
-			// to tell the entry among the others.
-			return &FieldError{Field: keyField(k), Value: quote(c.APIKeys[k]), Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
+			// to tell the entry among the others; but only a plan: an
+			// entry written the wrong way round ("free": "sk_live_...")
+			// holds the key there, and it went into every log the error
+			// reached.
+			v := c.APIKeys[k]
+			if slices.Contains(names, v) {
+				v = quote(v)
+			} else {
+				v = "<" + num(int64(utf8.RuneCountInString(v))) + " characters, not a plan>"
+			}
+			return &FieldError{Field: keyField(k), Value: v, Err: because(ErrKeyHash, "must be the 64-character lower-case hex SHA-256 of the key (slidegate hash-key KEY prints it)")}
 		}
 		if plan := c.APIKeys[k]; !slices.Contains(names, plan) {
 			return &FieldError{Field: keyField(k), Value: quote(plan), Err: because(ErrNoPlan, "no such plan (plans: %s)", strings.Join(names, ", "))}
