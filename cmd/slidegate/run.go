@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -74,7 +75,7 @@ func runReloading(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			rest = rest[1:]
 		}
 		if args[0] == "check-config" {
-			return checkConfig(rest, stdout)
+			return checkConfig(rest, stdout, stderr)
 		}
 		return hashKey(rest, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":
@@ -89,7 +90,17 @@ func isHelp(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "--h"
 }
 
-func checkConfig(args []string, stdout io.Writer) error {
+// The bounds of the variables the Lambda and the Worker read the
+// configuration from, as one line of JSON. A Lambda's environment holds
+// 4 KB in all, names and values (SLIDEGATE_CONFIG, TABLE_NAME and
+// ORIGIN_URL: maxLambdaConfig is what is left with empty values); a
+// Worker's variable 5 KB (Cloudflare's limits page).
+const (
+	maxLambdaConfig = 4096 - len("SLIDEGATE_CONFIG") - len("TABLE_NAME") - len("ORIGIN_URL")
+	maxWorkerConfig = 5 << 10
+)
+
+func checkConfig(args []string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
 		return fmt.Errorf("%w: check-config takes one FILE\n%s", errUsage, usage)
 	}
@@ -98,7 +109,7 @@ func checkConfig(args []string, stdout io.Writer) error {
 		// valid file (check-config "$UNSET").
 		return fmt.Errorf("%w: check-config FILE: empty name", errUsage)
 	}
-	cfg, err := loadConfig(args[0])
+	cfg, data, err := readConfig(args[0])
 	if err != nil {
 		return err
 	}
@@ -109,7 +120,32 @@ func checkConfig(args []string, stdout io.Writer) error {
 	slices.Sort(plans)
 	_, err = fmt.Fprintf(stdout, "%s: ok: plans %s (default %s), %d API keys, %d IP limits, %d route costs, on_store_error %s, store_timeout %s, shadow %t\n",
 		args[0], strings.Join(plans, ", "), cfg.DefaultPlan, len(cfg.APIKeys), len(cfg.IPLimits), len(cfg.Costs), cfg.OnStoreError, cfg.StoreTimeout, cfg.Shadow)
+	if err == nil {
+		warnCarrierSize(stderr, args[0], data)
+	}
 	return written(err)
+}
+
+// warnCarrierSize warns when the configuration data, valid, is too large
+// as one line of JSON for the Lambda's environment or the Worker's
+// variable: serve takes it, but the deployment there fails (the stack
+// update is rolled back; wrangler deploy is refused), which check-config,
+// the check the docs advise before a deployment, said nothing of.
+func warnCarrierSize(stderr io.Writer, path string, data []byte) {
+	var line bytes.Buffer
+	if json.Compact(&line, bytes.TrimPrefix(data, []byte("\ufeff"))) != nil {
+		return
+	}
+	var where string
+	switch n := line.Len(); {
+	case n > maxWorkerConfig:
+		where = "a Lambda's environment (4 KB for all its variables) and a Worker's variable (5 KB)"
+	case n > maxLambdaConfig:
+		where = "a Lambda's environment (4 KB for all its variables, names and values, TABLE_NAME's and ORIGIN_URL's too)"
+	default:
+		return
+	}
+	fmt.Fprintf(stderr, "slidegate: warning: %s is %d bytes as one line of JSON, more than %s hold: serve takes it, but deploying it there fails. List in api_keys only the keys whose plan is not default_plan (with unlisted_keys \"key\", any other key is its own client on default_plan already), or split the keys among deployments\n", path, line.Len(), where)
 }
 
 // written is the error of a command's output, its whole point: with
@@ -130,13 +166,19 @@ func written(err error) error {
 // pipe read already than a wish for the defaults, and it would make every
 // keyed client a default plan's without a word. Leaving --config out
 // gives the defaults.
-func loadConfig(path string) (cfg *config.Config, err error) {
+func loadConfig(path string) (*config.Config, error) {
+	cfg, _, err := readConfig(path)
+	return cfg, err
+}
+
+// readConfig is loadConfig, and returns the file's text too.
+func readConfig(path string) (cfg *config.Config, text []byte, err error) {
 	if path == "" {
-		return config.Default(), nil
+		return config.Default(), nil, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	defer f.Close()
 	// Not os.ReadFile: a file far larger than a configuration may be (a log
@@ -146,12 +188,12 @@ func loadConfig(path string) (cfg *config.Config, err error) {
 	var data bytes.Buffer
 	cfg, err = config.Read(io.TeeReader(f, &data))
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if config.Blank(data.Bytes()) {
-		return nil, fmt.Errorf("%s: empty file (white space at most), which would be the built-in defaults: leave --config out for them", path)
+		return nil, nil, fmt.Errorf("%s: empty file (white space at most), which would be the built-in defaults: leave --config out for them", path)
 	}
-	return cfg, nil
+	return cfg, data.Bytes(), nil
 }
 
 // hashKey prints the api_keys hash of a key as the pre-filter and the

@@ -931,3 +931,61 @@ func TestServeChecksTable(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckConfigCarrierSize: a configuration too large, as one line of
+// JSON, for a Lambda's environment (4 KB for all its variables) or a
+// Worker's variable (5 KB) is valid, and serve takes it, but its
+// deployment there fails: check-config says ok and warns, with the size
+// and what to do, on stderr. One that fits gets no warning.
+func TestCheckConfigCarrierSize(t *testing.T) {
+	dir := t.TempDir()
+	write := func(keys int) string {
+		var b strings.Builder
+		b.WriteString("{\n  \"api_keys\": {\n")
+		for i := range keys {
+			if i > 0 {
+				b.WriteString(",\n")
+			}
+			sum := sha256.Sum256([]byte(strconv.Itoa(i)))
+			fmt.Fprintf(&b, "    %q: \"pro\"", hex.EncodeToString(sum[:]))
+		}
+		b.WriteString("\n  }\n}\n")
+		path := filepath.Join(dir, strconv.Itoa(keys)+".json")
+		if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	for _, tt := range []struct {
+		keys int
+		want []string // in the warning; none: no warning
+	}{
+		{0, nil},
+		{55, nil}, // 4,029 bytes as one line, 4,368 as written
+		{60, []string{"4394 bytes as one line of JSON", "Lambda", "default_plan"}},
+		{80, []string{"5854 bytes as one line of JSON", "Lambda", "Worker", "default_plan"}},
+	} {
+		path := write(tt.keys)
+		var out, errs bytes.Buffer
+		if err := run(context.Background(), []string{"check-config", path}, &out, &errs); err != nil {
+			t.Fatalf("%d keys: %v", tt.keys, err)
+		}
+		if want := fmt.Sprintf("%d API keys", tt.keys); !strings.Contains(out.String(), ": ok: ") || !strings.Contains(out.String(), want) {
+			t.Errorf("%d keys: output %q, want ok and %q", tt.keys, out.String(), want)
+		}
+		if tt.want == nil {
+			if errs.Len() != 0 {
+				t.Errorf("%d keys: stderr %q, want nothing", tt.keys, errs.String())
+			}
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(errs.String(), w) {
+				t.Errorf("%d keys: stderr %q, want %q in it", tt.keys, errs.String(), w)
+			}
+		}
+		if tt.keys == 60 && strings.Contains(errs.String(), "Worker") {
+			t.Errorf("60 keys: stderr %q names the Worker, whose variable holds it", errs.String())
+		}
+	}
+}
