@@ -513,7 +513,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 	for {
 		var total, wait, at int64
 		var expires time.Time
-		var kk string
+		var gen int64
 		put, followed, deferred := false, false, false
 		s.g.Update(func(c Cells) {
 			cell, ok := c.Get(key)
@@ -539,7 +539,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 				// for the counter's next request or the next sweep.
 				cell.Owner = 0
 			case wait == 0:
-				total, put, expires, at, kk = cell.N, true, time.UnixMilli(cell.Expires), ms, kvKey(key, cell)
+				total, put, expires, at, gen = cell.N, true, time.UnixMilli(cell.Expires), ms, cell.Gen
 				cell.At, cell.Busy = ms, ms
 			}
 			if follows && wait > 0 && ms < begin && begin < ms+wait {
@@ -564,7 +564,7 @@ func (s *Store) flush(ctx context.Context, key string, owner int64, failures, id
 		if !put {
 			return
 		}
-		failures = s.write(ctx, key, kk, total, expires, at, failures)
+		failures = s.write(ctx, key, gen, total, expires, at, failures)
 		if idle > 0 {
 			idle = 0
 		}
@@ -590,10 +590,11 @@ func follow(c Cells, key string, expires, owner, ms int64) bool {
 	return true
 }
 
-// write puts the total of the counter key to its KV key kk, started at
-// (Unix ms), records it as written when the put succeeds, and returns the
-// failed writes in a row.
-func (s *Store) write(ctx context.Context, key, kk string, total int64, expires time.Time, at int64, failures int) int {
+// write puts the total of the counter key made at gen (Cell.Gen) to its KV
+// key (kvKey), started at (Unix ms), records it as written when the put
+// succeeds, and returns the failed writes in a row.
+func (s *Store) write(ctx context.Context, key string, gen, total int64, expires time.Time, at int64, failures int) int {
+	kk := kvKey(key, Cell{Gen: gen})
 	err := s.kv.Put(ctx, kk, strconv.FormatInt(total, 10), total, ttl(expires, time.UnixMilli(at)))
 	if err != nil {
 		failures++
@@ -615,7 +616,11 @@ func (s *Store) write(ctx context.Context, key, kk string, total int64, expires 
 			// second (429).
 			cell.Busy, cell.At = 0, max(cell.At, s.now().UnixMilli())
 		}
-		if err == nil {
+		// Only on the counter that made the put: the cell may be one made
+		// anew since its eviction (bound ranks a counter before its write
+		// starts, during a log line), which writes a KV key of its own, and
+		// taken for written at this total it left its counts unwritten.
+		if err == nil && cell.Gen == gen {
 			cell.Flushed = total
 		}
 		c.Set(key, cell)
