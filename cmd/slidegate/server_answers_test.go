@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"log/slog"
 	"net"
@@ -94,11 +95,12 @@ func frontOnPipes(t *testing.T, now func() time.Time) *pipeListener {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(o.Close)
-	return frontOfOnPipes(t, now, o.URL)
+	return frontOfOnPipes(t, now, o.URL, nil)
 }
 
-// frontOfOnPipes is frontOnPipes in front of the origin at originURL.
-func frontOfOnPipes(t *testing.T, now func() time.Time, originURL string) *pipeListener {
+// frontOfOnPipes is frontOnPipes in front of the origin at originURL,
+// through tr if not nil (serve's bounded transport if nil).
+func frontOfOnPipes(t *testing.T, now func() time.Time, originURL string, tr http.RoundTripper) *pipeListener {
 	t.Helper()
 	u, err := parseOrigin(originURL)
 	if err != nil {
@@ -110,7 +112,7 @@ func frontOfOnPipes(t *testing.T, now func() time.Time, originURL string) *pipeL
 	}
 	log := slog.New(slog.DiscardHandler)
 	b := &builder{origin: u, log: log, store: memstore.New(), local: memstore.New(),
-		originTimeout: defaultOriginTimeout, clientTimeout: clientTimeout, now: now}
+		originTimeout: defaultOriginTimeout, clientTimeout: clientTimeout, now: now, transport: tr}
 	h, err := b.build(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -135,8 +137,7 @@ func frontOfOnPipes(t *testing.T, now func() time.Time, originURL string) *pipeL
 // an hour behind the real one, so each deadline the server sets on it has
 // passed already and a bounded write fails at once: the connection is
 // closed, where the unbounded one hung (the pipe's 10 s deadline). The same
-// requests on the real clock, from a client that reads, get their answers:
-// the bound does not cut them.
+// requests from a client that reads get their answers.
 func TestServeServerAnswersBounded(t *testing.T) {
 	for _, tt := range []struct {
 		name, request, status string
@@ -158,7 +159,11 @@ func TestServeServerAnswersBounded(t *testing.T) {
 			}
 		})
 		t.Run(tt.name+", read", func(t *testing.T) {
-			c, _ := frontOnPipes(t, time.Now).dial(t)
+			// An hour ahead: however late the client reads, no bound has
+			// passed (on the real clock, 500 ms of a loaded machine would
+			// cut it).
+			ahead := func() time.Time { return time.Now().Add(time.Hour) }
+			c, _ := frontOnPipes(t, ahead).dial(t)
 			go func() { _, _ = io.WriteString(c, tt.request) }()
 			line, err := bufio.NewReader(c).ReadString('\n')
 			if !strings.HasPrefix(line, "HTTP/1.1 "+tt.status+" ") {
@@ -176,7 +181,9 @@ func TestServeServerAnswersBounded(t *testing.T) {
 // origin's 100 Continue (a second), and the server writes its 100 Continue
 // to the client then, as the proxy reads the body. The client's clock is
 // an hour behind the real one when the request comes, and an hour ahead
-// once the origin has the request's header: a deadline set from the
+// once the proxy has written the request's header to the origin (it reads
+// the body only after, in the same goroutine; set when the origin read the
+// header, the clock raced the proxy's second): a deadline set from the
 // request's coming has passed, one set from the write has not.
 func TestServeLateContinueNotCut(t *testing.T) {
 	var ahead atomic.Bool
@@ -204,14 +211,22 @@ func TestServeLateContinueNotCut(t *testing.T) {
 			t.Errorf("origin: %v", err)
 			return
 		}
-		ahead.Store(true)
 		if _, err := io.ReadAll(req.Body); err != nil {
 			t.Errorf("origin: reading the body: %v", err)
 			return
 		}
 		_, _ = io.WriteString(c, "HTTP/1.1 204 No Content\r\n\r\n")
 	}()
-	c, _ := frontOfOnPipes(t, now, "http://"+ln.Addr().String()).dial(t)
+	tr := http.DefaultTransport.(*http.Transport).Clone() // as httpapi.NewProxy's
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return aheadOnWrite{c, &ahead}, nil
+	}
+	t.Cleanup(tr.CloseIdleConnections)
+	c, _ := frontOfOnPipes(t, now, "http://"+ln.Addr().String(), tr).dial(t)
 	if _, err := io.WriteString(c, "POST /upload HTTP/1.1\r\nHost: front.test\r\nX-API-Key: "+bigKey+"\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -226,4 +241,17 @@ func TestServeLateContinueNotCut(t *testing.T) {
 	if res, err = http.ReadResponse(r, nil); err != nil || res.StatusCode != http.StatusNoContent {
 		t.Fatalf("got %v (%v), want the origin's 204", res, err)
 	}
+}
+
+// aheadOnWrite is a connection to the origin that sets ahead once it has
+// written.
+type aheadOnWrite struct {
+	net.Conn
+	ahead *atomic.Bool
+}
+
+func (c aheadOnWrite) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	c.ahead.Store(true)
+	return n, err
 }
