@@ -25,6 +25,9 @@ import (
 type pipeListener struct {
 	conns chan net.Conn
 	done  chan struct{}
+	// wrote, if set before dial, is called by the server's end of the
+	// pipe after each of its writes, in the server's goroutine.
+	wrote func()
 }
 
 func newPipeListener() *pipeListener {
@@ -57,7 +60,7 @@ func (l *pipeListener) dial(t *testing.T) (net.Conn, *pipeConn) {
 	t.Helper()
 	client, server := net.Pipe()
 	t.Cleanup(func() { client.Close() })
-	s := &pipeConn{Conn: server, closed: make(chan struct{})}
+	s := &pipeConn{Conn: server, closed: make(chan struct{}), wrote: l.wrote}
 	select {
 	case l.conns <- s:
 	case <-time.After(10 * time.Second):
@@ -72,6 +75,15 @@ type pipeConn struct {
 	net.Conn
 	once   sync.Once
 	closed chan struct{}
+	wrote  func()
+}
+
+func (c *pipeConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.wrote != nil {
+		c.wrote()
+	}
+	return n, err
 }
 
 func (c *pipeConn) Close() error {
@@ -170,6 +182,42 @@ func TestServeServerAnswersBounded(t *testing.T) {
 				t.Fatalf("the client read %q (%v), want %q", line, err, tt.status)
 			}
 		})
+	}
+}
+
+// TestServePipelinedServerAnswerBounded: the server's own answer to a
+// request that came in the same read as the one before it (pipelined, as
+// a client that sends requests without reading their answers sends them)
+// has --client-timeout to go out too. The server reads such a request from
+// its buffer, not from the connection, and so does not call ConnState with
+// StateActive for it: the bound set there was never set, and the 400 to
+// the malformed request held the connection for ever. The client reads the
+// first answer, the origin's 204, on a clock an hour ahead (no bound cuts
+// it); once it is written, the clock is an hour behind, so a bound set for
+// the 400 has passed already: the connection is closed at once, where the
+// unbounded write hung.
+func TestServePipelinedServerAnswerBounded(t *testing.T) {
+	var behind atomic.Bool
+	now := func() time.Time {
+		if behind.Load() {
+			return time.Now().Add(-time.Hour)
+		}
+		return time.Now().Add(time.Hour)
+	}
+	ln := frontOnPipes(t, now)
+	ln.wrote = func() { behind.Store(true) }
+	c, srv := ln.dial(t)
+	go func() {
+		_, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: front.test\r\n\r\nGET / HTTP/1.1\r\nHost: front.test\r\nno colon\r\n\r\n")
+	}()
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || res.StatusCode != http.StatusNoContent {
+		t.Fatalf("the first request got %v (%v), want the origin's 204", res, err)
+	}
+	select {
+	case <-srv.closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server still holds the connection after 10 s, its 400 to the pipelined request unread")
 	}
 }
 

@@ -93,13 +93,17 @@ func boundSilence(next http.Handler, d time.Duration, now func() time.Time) http
 // goroutine and a file descriptor for ever (with 100 Continue, the
 // request's handler too). The hook runs once a request's first bytes are read,
 // before any of those writes; the handlers' own answers move the deadline
-// as they go (boundSilence, boundWrites). d <= 0 means no bound: nil.
+// as they go (boundSilence, boundWrites). It runs too as the connection
+// goes idle after an answer: a request the server had already read with
+// the one before (pipelined, as such a client sends them) is taken from
+// its buffer, with no StateActive, and its 400 went out with no deadline.
+// d <= 0 means no bound: nil.
 func answersBounded(d time.Duration, now func() time.Time) func(net.Conn, http.ConnState) {
 	if d <= 0 {
 		return nil
 	}
 	return func(c net.Conn, s http.ConnState) {
-		if s == http.StateActive {
+		if s == http.StateActive || s == http.StateIdle {
 			_ = c.SetWriteDeadline(now().Add(d))
 		}
 	}
