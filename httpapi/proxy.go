@@ -76,6 +76,13 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			// (EscapePath): the origin would serve another resource.
 			pr.Out.URL.RawPath = EscapePath(pr.Out.URL.RawPath, false)
 			pr.SetURL(target)
+			// A target of no http form ("GET http:x?q HTTP/1.1", which Go's
+			// server takes, the "x" its URL's Opaque) has no path: the
+			// pre-filter priced it at "/", and it goes there. Kept, HTTP/2's
+			// transport refused it with an error quoting the query (a
+			// token in it), logged at ERROR, for any client that sent
+			// one to an origin that speaks h2; HTTP/1's sent "x?q" on.
+			pr.Out.URL.Opaque = ""
 			if pr.Out.Body != nil {
 				pr.Out.Body = &clientBody{ReadCloser: pr.Out.Body}
 			}
