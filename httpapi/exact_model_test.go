@@ -706,15 +706,7 @@ func xmRun(t *testing.T, st accStore, c *xmConfig, rng *rand.Rand, steps int, se
 	denied := 0
 	for i := range steps {
 		var r xmReq
-		switch k := rng.IntN(10); {
-		case k < 3 && len(back) > 0 && !back[0].Before(at):
-			r, at = refused, back[rng.IntN(len(back))]
-			back = nil
-		case k < 5 && i > 0:
-			r, at = last, xmStep(rng, c, at)
-		default:
-			r, at = xmGenReq(rng, c), xmStep(rng, c, at)
-		}
+		r, at, back = xmNext(rng, c, at, back, refused, last, i > 0, xmStep)
 		last = r
 		run.clock.t = at
 		w := run.do(r.http())
@@ -735,34 +727,67 @@ func xmRun(t *testing.T, st accStore, c *xmConfig, rng *rand.Rand, steps int, se
 		a := m.decide(decided, ip, plan, cost)
 		a.since(decided.Sub(at))
 		want := a.want(at, r, c.shadow)
-		var errs []string
-		cmp := func(what, got, want string) {
-			if got != want {
-				errs = append(errs, fmt.Sprintf("%s %q, want %q", what, got, want))
-			}
-		}
-		if got.status != want.status {
-			errs = append(errs, fmt.Sprintf("status %d, want %d", got.status, want.status))
-		}
-		if got.admitted != want.admitted {
-			errs = append(errs, fmt.Sprintf("admitted %t, want %t", got.admitted, want.admitted))
-		}
-		cmp("RateLimit", got.items, want.items)
-		cmp("X-RateLimit-Limit", got.limit, want.limit)
-		cmp("X-RateLimit-Remaining", got.remaining, want.remaining)
-		cmp("X-RateLimit-Reset", got.reset, want.reset)
-		cmp("Retry-After", got.retry, want.retry)
-		errs = append(errs, xmCompareBody(a, got, r, c.shadow)...)
+		errs := append(xmCompareDecision(got, want), xmCompareNumbers(a, got, want, r, c.shadow)...)
 		if len(errs) > 0 {
 			fail("%s\n%s", strings.Join(errs, "\n"), w.Body)
 		}
 		if !a.admitted {
 			denied++
 			refused = r
-			back = append(back[:0], at.Add(time.Duration(xmCeil(a.retry, time.Millisecond)-1)*time.Millisecond),
-				at.Add(time.Duration(xmCeil(a.retry, time.Millisecond))*time.Millisecond),
-				at.Add(time.Duration(max(xmCeil(a.retry, time.Second), 1))*time.Second))
+			back = xmBack(back, at, a.retry)
 		}
 	}
 	return denied
+}
+
+// xmCompareDecision compares the status and the decision of an answer.
+func xmCompareDecision(got, want xmGot) []string {
+	var errs []string
+	if got.status != want.status {
+		errs = append(errs, fmt.Sprintf("status %d, want %d", got.status, want.status))
+	}
+	if got.admitted != want.admitted {
+		errs = append(errs, fmt.Sprintf("admitted %t, want %t", got.admitted, want.admitted))
+	}
+	return errs
+}
+
+// xmCompareNumbers compares every number an answer gives: the fields and
+// the JSON body.
+func xmCompareNumbers(a xmAnswer, got, want xmGot, r xmReq, shadow bool) []string {
+	var errs []string
+	cmp := func(what, got, want string) {
+		if got != want {
+			errs = append(errs, fmt.Sprintf("%s %q, want %q", what, got, want))
+		}
+	}
+	cmp("RateLimit", got.items, want.items)
+	cmp("X-RateLimit-Limit", got.limit, want.limit)
+	cmp("X-RateLimit-Remaining", got.remaining, want.remaining)
+	cmp("X-RateLimit-Reset", got.reset, want.reset)
+	cmp("Retry-After", got.retry, want.retry)
+	return append(errs, xmCompareBody(a, got, r, shadow)...)
+}
+
+// xmBack returns, in back's array, the moments a refusal at at with the
+// wait retry named: a millisecond before retry_after_ms, retry_after_ms and
+// Retry-After, the earliest first.
+func xmBack(back []time.Time, at time.Time, retry time.Duration) []time.Time {
+	return append(back[:0], at.Add(time.Duration(xmCeil(retry, time.Millisecond)-1)*time.Millisecond),
+		at.Add(time.Duration(xmCeil(retry, time.Millisecond))*time.Millisecond),
+		at.Add(time.Duration(max(xmCeil(retry, time.Second), 1))*time.Second))
+}
+
+// xmNext draws the next request and its time: often the refused one again
+// at one of the moments in back (then emptied), or the last one again, or a
+// new one, each a step of the clock on.
+func xmNext(rng *rand.Rand, c *xmConfig, at time.Time, back []time.Time, refused, last xmReq, again bool,
+	step func(*rand.Rand, *xmConfig, time.Time) time.Time) (xmReq, time.Time, []time.Time) {
+	switch k := rng.IntN(10); {
+	case k < 3 && len(back) > 0 && !back[0].Before(at):
+		return refused, back[rng.IntN(len(back))], nil
+	case k < 5 && again:
+		return last, step(rng, c, at), back
+	}
+	return xmGenReq(rng, c), step(rng, c, at), back
 }
