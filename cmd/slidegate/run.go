@@ -440,13 +440,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, reload 
 // bounds, from now(), the writes of the answers the server writes itself
 // (see answersBounded).
 func frontServer(h http.Handler, log *slog.Logger, d time.Duration, now func() time.Time) *http.Server {
+	const idle = 2 * time.Minute
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		IdleTimeout:       idle,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		ConnState:         answersBounded(d, now),
+		ConnState:         answersBounded(d, idle, now),
 	}
 }
 

@@ -188,7 +188,8 @@ func TestServeServerAnswersBounded(t *testing.T) {
 // TestServePipelinedServerAnswerBounded: the server's own answer to a
 // request that came in the same read as the one before it (pipelined, as
 // a client that sends requests without reading their answers sends them)
-// has --client-timeout to go out too. The server reads such a request from
+// is bounded too (by the idle timeout and --client-timeout, as the
+// connection went idle before it was read). The server reads such a request from
 // its buffer, not from the connection, and so does not call ConnState with
 // StateActive for it: the bound set there was never set, and the 400 to
 // the malformed request held the connection for ever. The client reads the
@@ -302,4 +303,40 @@ func (c aheadOnWrite) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	c.ahead.Store(true)
 	return n, err
+}
+
+// TestServeKeepAliveServerAnswerAfterIdle: a client that keeps its
+// connection open longer than --client-timeout (the server keeps it for
+// IdleTimeout, 2 minutes) and then sends a request the server refuses
+// itself gets the server's answer. The bound set as the connection went
+// idle (for a pipelined request, TestServePipelinedServerAnswerBounded)
+// was d from then: the request came in one read, which the server takes
+// from its buffer with no StateActive, and its 400 met a deadline passed
+// while the client was silent between requests, a wait counted by the
+// idle timeout, not this bound. The connection was closed with no answer.
+// Here the clock is an hour ahead for the first request, then, once its
+// answer is written, clientTimeout and a second behind the real one: the
+// client has been idle past the bound when the next request comes.
+func TestServeKeepAliveServerAnswerAfterIdle(t *testing.T) {
+	var idle atomic.Bool
+	now := func() time.Time {
+		if idle.Load() {
+			return time.Now().Add(-clientTimeout - time.Second)
+		}
+		return time.Now().Add(time.Hour)
+	}
+	ln := frontOnPipes(t, now)
+	ln.wrote = func() { idle.Store(true) }
+	c, _ := ln.dial(t)
+	go func() { _, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: front.test\r\n\r\n") }()
+	br := bufio.NewReader(c)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != http.StatusNoContent {
+		t.Fatalf("the first request got %v (%v), want the origin's 204", res, err)
+	}
+	go func() { _, _ = io.WriteString(c, "GET / HTTP/1.1\r\nHost: front.test\r\nno colon\r\n\r\n") }()
+	line, err := br.ReadString('\n')
+	if !strings.HasPrefix(line, "HTTP/1.1 400 ") {
+		t.Fatalf("the request after the idle time got %q (%v), want the server's 400", line, err)
+	}
 }

@@ -97,14 +97,21 @@ func boundSilence(next http.Handler, d time.Duration, now func() time.Time) http
 // goes idle after an answer: a request the server had already read with
 // the one before (pipelined, as such a client sends them) is taken from
 // its buffer, with no StateActive, and its 400 went out with no deadline.
-// d <= 0 means no bound: nil.
-func answersBounded(d time.Duration, now func() time.Time) func(net.Conn, http.ConnState) {
+// There the bound is idle (the server's IdleTimeout) and d: so is a
+// request that comes in one read after the client kept the connection
+// idle, which the server takes from its buffer too, and d from the idle
+// start closed it with no answer when the client waited longer than d
+// between requests. d <= 0 means no bound: nil.
+func answersBounded(d, idle time.Duration, now func() time.Time) func(net.Conn, http.ConnState) {
 	if d <= 0 {
 		return nil
 	}
 	return func(c net.Conn, s http.ConnState) {
-		if s == http.StateActive || s == http.StateIdle {
+		switch s {
+		case http.StateActive:
 			_ = c.SetWriteDeadline(now().Add(d))
+		case http.StateIdle:
+			_ = c.SetWriteDeadline(now().Add(idle + d))
 		}
 	}
 }
