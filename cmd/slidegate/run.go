@@ -91,14 +91,26 @@ func isHelp(arg string) bool {
 }
 
 // The bounds of the variables the Lambda and the Worker read the
-// configuration from, as one line of JSON. A Lambda's environment holds
-// 4 KB in all, names and values (SLIDEGATE_CONFIG, TABLE_NAME and
-// ORIGIN_URL: maxLambdaConfig is what is left with empty values); a
-// Worker's variable 5 KB (Cloudflare's limits page).
+// configuration from. A Lambda's environment holds 4 KB in all, measured
+// as one JSON object of its names and values (the "String measured" of
+// its error), where each quote of the configuration is escaped again
+// (lambdaEnvSize); a Worker's variable 5 KB (Cloudflare's limits page),
+// the configuration as one line of JSON.
 const (
-	maxLambdaConfig = 4096 - len("SLIDEGATE_CONFIG") - len("TABLE_NAME") - len("ORIGIN_URL")
+	maxLambdaEnv    = 4096
 	maxWorkerConfig = 5 << 10
 )
+
+// lambdaEnvSize is the size the Lambda measures its environment at with
+// config, one line of JSON, as SLIDEGATE_CONFIG, and TABLE_NAME and
+// ORIGIN_URL empty (the least they take).
+func lambdaEnvSize(config string) int {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(map[string]string{"SLIDEGATE_CONFIG": config, "TABLE_NAME": "", "ORIGIN_URL": ""})
+	return b.Len() - 1 // Encode's newline
+}
 
 func checkConfig(args []string, stdout, stderr io.Writer) error {
 	if len(args) != 1 {
@@ -137,11 +149,11 @@ func warnCarrierSize(stderr io.Writer, path string, data []byte) {
 		return
 	}
 	var where string
-	switch n := line.Len(); {
-	case n > maxWorkerConfig:
+	switch env := lambdaEnvSize(line.String()); {
+	case line.Len() > maxWorkerConfig:
 		where = "a Lambda's environment (4 KB for all its variables) and a Worker's variable (5 KB)"
-	case n > maxLambdaConfig:
-		where = "a Lambda's environment (4 KB for all its variables, names and values, TABLE_NAME's and ORIGIN_URL's too)"
+	case env > maxLambdaEnv:
+		where = fmt.Sprintf("a Lambda's environment (4 KB for all its variables, names and values, TABLE_NAME's and ORIGIN_URL's too, %d in a Lambda's measure, which escapes each quote again)", env)
 	default:
 		return
 	}
