@@ -138,8 +138,8 @@ var suite struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	// The fault Worker first: it shares the suite Worker's KV state.
-	for _, w := range []*workerd.Worker{fault.worker, suite.worker, bench.baseline, bench.slidegate} {
+	stopFaultWorker() // first: it shares the suite Worker's KV state
+	for _, w := range []*workerd.Worker{suite.worker, bench.baseline, bench.slidegate} {
 		if w != nil {
 			w.Stop()
 			os.RemoveAll(w.Dir)
@@ -157,9 +157,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// slidegateWorker builds and starts the debug Worker in front of a local
-// origin the first time a test asks for it.
+// slidegateWorker returns the suite's Worker (see suiteWorker) for a test
+// that uses it alone: it stops the fault Worker first (stopFaultWorker).
 func slidegateWorker(t testing.TB) *workerd.Worker {
+	t.Helper()
+	w := suiteWorker(t)
+	stopFaultWorker()
+	return w
+}
+
+// suiteWorker builds and starts the debug Worker in front of a local
+// origin the first time a test asks for it.
+func suiteWorker(t testing.TB) *workerd.Worker {
 	t.Helper()
 	root, err := testenv.Root()
 	if err != nil {
