@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -338,5 +339,25 @@ func TestServeKeepAliveServerAnswerAfterIdle(t *testing.T) {
 	line, err := br.ReadString('\n')
 	if !strings.HasPrefix(line, "HTTP/1.1 400 ") {
 		t.Fatalf("the request after the idle time got %q (%v), want the server's 400", line, err)
+	}
+}
+
+// TestServeFarClientTimeoutAnswersAfterIdle: a --client-timeout within the
+// idle timeout of the largest duration the flag takes (2562047h47m16s,
+// a bound meant as none) gives the server's own answers after an idle
+// time a deadline ahead too. The idle timeout and it added overflowed to
+// a deadline in the past, set as the connection went idle: the 400 (or
+// 417, 501) to the next request, read with the Peek of the idle
+// connection, was never written and the connection was closed with none.
+func TestServeFarClientTimeoutAnswersAfterIdle(t *testing.T) {
+	for _, d := range []time.Duration{math.MaxInt64, math.MaxInt64 - time.Minute, time.Minute} {
+		srv, cli := net.Pipe()
+		answersBounded(d, 2*time.Minute, time.Now)(srv, http.StateIdle)
+		go func() { _, _ = io.Copy(io.Discard, cli) }()
+		if _, err := io.WriteString(srv, "HTTP/1.1 400 Bad Request\r\n\r\n"); err != nil {
+			t.Errorf("--client-timeout %s: the answer after an idle time: %v, want it written", d, err)
+		}
+		srv.Close()
+		cli.Close()
 	}
 }

@@ -111,7 +111,13 @@ func answersBounded(d, idle time.Duration, now func() time.Time) func(net.Conn, 
 		case http.StateActive:
 			_ = c.SetWriteDeadline(now().Add(d))
 		case http.StateIdle:
-			_ = c.SetWriteDeadline(now().Add(idle + d))
+			// A d within idle of the largest the flag takes overflows
+			// the sum to a deadline in the past: d is past any wait.
+			b := idle + d
+			if b < d {
+				b = d
+			}
+			_ = c.SetWriteDeadline(now().Add(b))
 		}
 	}
 }
