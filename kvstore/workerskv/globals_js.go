@@ -37,6 +37,15 @@ func (g *jsGlobals) ID() string { return g.id }
 
 // Update runs fn at once: JS runs one piece of code at a time and fn makes
 // only synchronous calls, so no other request of the isolate can interleave.
+// Other goroutines of this request's own Go instance can, with no lock: a
+// log line (a write to stderr whose callback runs them) or the instance's
+// first garbage collection (seen in Node: it ran another runnable goroutine
+// once, never after) may run one inside fn. That is why log lines come
+// after their updates; a background task started by WaitUntil runs to its
+// first wait inside the call that starts it, so none is runnable then, and
+// the timers that can be (flushes of different counters at one deadline)
+// share only the holders' count, where a lost update lets a ninth instance
+// hold a KV call, not a count go missing.
 func (g *jsGlobals) Update(fn func(c Cells)) { fn(g.cells) }
 
 func (c jsCells) Get(key string) (Cell, bool) {
