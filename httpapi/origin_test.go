@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // originFront is the Handler with the local server's proxy in front of
@@ -622,6 +623,9 @@ func TestNoInformationalToHTTP10(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// A bound on a failure, not a timing: a server that kept the
+	// connection would otherwise hold the test to go test's timeout.
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.WriteString(c, "GET /page HTTP/1.0\r\nHost: front.test\r\nX-API-Key: "+proKey+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
