@@ -140,7 +140,7 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 
 // warnCarrierSize warns when the configuration data, valid, is too large
 // as one line of JSON for the Lambda's environment or the Worker's
-// variable: serve takes it, but the deployment there fails (the stack
+// variable, or as it is for a Worker's secret put from the file: serve takes it, but the deployment there fails (the stack
 // update is rolled back; wrangler deploy is refused), which check-config,
 // the check the docs advise before a deployment, said nothing of.
 func warnCarrierSize(stderr io.Writer, path string, data []byte) {
@@ -154,10 +154,17 @@ func warnCarrierSize(stderr io.Writer, path string, data []byte) {
 		where = "a Lambda's environment (4 KB for all its variables) and a Worker's variable (5 KB)"
 	case env > maxLambdaEnv:
 		where = fmt.Sprintf("a Lambda's environment (4 KB for all its variables, names and values, TABLE_NAME's and ORIGIN_URL's too, %d in a Lambda's measure, which escapes each quote again)", env)
-	default:
-		return
 	}
-	fmt.Fprintf(stderr, "slidegate: warning: %s is %d bytes as one line of JSON, more than %s hold: serve takes it, but deploying it there fails. List in api_keys only the keys whose plan is not default_plan (with unlisted_keys \"key\", any other key is its own client on default_plan already), or split the keys among deployments\n", path, line.Len(), where)
+	if where != "" {
+		fmt.Fprintf(stderr, "slidegate: warning: %s is %d bytes as one line of JSON, more than %s hold: serve takes it, but deploying it there fails. List in api_keys only the keys whose plan is not default_plan (with unlisted_keys \"key\", any other key is its own client on default_plan already), or split the keys among deployments\n", path, line.Len(), where)
+	}
+	// A Worker's secret put from the file (docs/edge.md: wrangler secret
+	// put SLIDEGATE_CONFIG < FILE, or a secrets file read from it) holds
+	// the file as it is, its white space too: a file written over several
+	// lines can pass 5 KB where its one line fits.
+	if line.Len() <= maxWorkerConfig && len(data) > maxWorkerConfig {
+		fmt.Fprintf(stderr, "slidegate: warning: %s is %d bytes as it is, more than a Worker's variable (5 KB) holds: put as a secret from the file (wrangler secret put SLIDEGATE_CONFIG < %s), it is refused; as one line of JSON (%d bytes) it fits: put that (jq -c . %s)\n", path, len(data), path, line.Len(), path)
+	}
 }
 
 // written is the error of a command's output, its whole point: with
