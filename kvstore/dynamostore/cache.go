@@ -192,6 +192,17 @@ func (c *cache) lower(id string, conds []kvstore.Cond) {
 	sh.m[id] = &entry{cells: cells, ttl: e.ttl}
 }
 
+// raiseTTL raises id's cached TTL to ttl, when it is cached with a lower
+// one, so that the Store's next write of id sets it (keepTTL).
+func (c *cache) raiseTTL(id string, ttl int64) {
+	sh := c.shard(id)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if e := sh.m[id]; e != nil && e.ttl < ttl {
+		sh.m[id] = &entry{cells: e.cells, ttl: ttl}
+	}
+}
+
 // begin notes a call to DynamoDB for id; end or settle must follow.
 func (c *cache) begin(id string) call {
 	sh := c.shard(id)

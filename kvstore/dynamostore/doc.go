@@ -65,7 +65,11 @@
 // A write sets the TTL to the latest expiry of its slots, to at least the
 // end of its bucket plus twice MaxPeriod (the longest window any writer
 // uses), and never below the TTL this Store last saw, so a write of short
-// rules does not expire the counters of long ones. It removes a rule's
+// rules does not expire the counters of long ones. When the item it returns
+// still holds a counter read past that TTL (a writer of another
+// configuration, whose MaxPeriod is longer, wrote it), one more write
+// raises the TTL to that counter's expiry, on the condition that the
+// stored one is lower (keepTTL). It removes a rule's
 // buckets more than two before the one it writes: a node whose clock lags
 // by one bucket still reads the bucket before its own.
 package dynamostore

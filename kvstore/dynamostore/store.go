@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -195,11 +196,11 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 		// stand, in the table and in the cache.
 		return fmt.Errorf("dynamostore: add %d counters: %w", len(conds), err)
 	}
-	in, err := s.update(id, conds, false)
+	in, ttl, err := s.update(id, conds, false)
 	if err != nil {
 		return err
 	}
-	if err := s.add(ctx, id, conds, in, undo); err != nil {
+	if err := s.add(ctx, id, conds, in, ttl, undo); err != nil {
 		if undo {
 			// DynamoDB may have applied the undo (a 5xx, or no answer in
 			// time, after it did): the cached counts drop by it, so that
@@ -213,8 +214,9 @@ func (s *Store) Add(ctx context.Context, id string, slots []kvstore.Slot, costs 
 	return nil
 }
 
-// add sends the unconditional write in of conds and caches its answer.
-func (s *Store) add(ctx context.Context, id string, conds []kvstore.Cond, in *dynamodb.UpdateItemInput, undo bool) error {
+// add sends the unconditional write in of conds, which sets the TTL to ttl,
+// and caches its answer.
+func (s *Store) add(ctx context.Context, id string, conds []kvstore.Cond, in *dynamodb.UpdateItemInput, ttl int64, undo bool) error {
 	cl := s.cache.begin(id)
 	defer s.cache.end(id, &cl)
 	out, err := s.api.UpdateItem(ctx, in, retryThrottlesOnly)
@@ -224,8 +226,12 @@ func (s *Store) add(ctx context.Context, id string, conds []kvstore.Cond, in *dy
 	if err := written(out.Attributes, conds); err != nil {
 		return err
 	}
-	_, err = s.cache.settle(id, &cl, out.Attributes, undo)
-	return err
+	item, err := s.cache.settle(id, &cl, out.Attributes, undo)
+	if err != nil {
+		return err
+	}
+	s.keepTTL(ctx, id, item, ttl, out.Attributes[TTLAttribute])
+	return nil
 }
 
 // AddIf implements kvstore.Conditional with one conditional UpdateItem.
@@ -239,7 +245,7 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 	if len(conds) == 0 {
 		return true, nil // nothing to check or add: no write (it would only set a TTL)
 	}
-	in, err := s.update(id, conds, true)
+	in, ttl, err := s.update(id, conds, true)
 	if err != nil {
 		return false, err
 	}
@@ -255,6 +261,7 @@ func (s *Store) AddIf(ctx context.Context, id string, conds []kvstore.Cond, coun
 			return false, err
 		}
 		fill(item, conds, counts)
+		s.keepTTL(ctx, id, item, ttl, out.Attributes[TTLAttribute])
 		return true, nil
 	}
 	var ccf *types.ConditionalCheckFailedException
@@ -412,8 +419,8 @@ func attrName(sl kvstore.Slot) string {
 // conditional, require each clause's count to be at most its Max. It also
 // removes the identity's cached buckets more than two before the newest
 // and sets the TTL to the latest expiry (see MaxPeriod), never below the
-// cached one.
-func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dynamodb.UpdateItemInput, error) {
+// cached one; it returns that TTL too.
+func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dynamodb.UpdateItemInput, int64, error) {
 	names := map[string]string{"#t": TTLAttribute}
 	values := map[string]types.AttributeValue{}
 	var cond, add strings.Builder
@@ -423,7 +430,7 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 	mp := time.Duration(s.maxPeriod.Load())
 	for i, c := range conds {
 		if c.Name == "" || c.Length <= 0 {
-			return nil, fmt.Errorf("%w: %+v", ErrSlot, c.Slot)
+			return nil, 0, fmt.Errorf("%w: %+v", ErrSlot, c.Slot)
 		}
 		a := attrName(c.Slot)
 		p, seen := ph[a]
@@ -490,7 +497,50 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 		in.ConditionExpression = aws.String(cond.String())
 		in.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
 	}
-	return in, nil
+	return in, ttl, nil
+}
+
+// keepTTL raises the TTL of id's item, which a write that set it to ttl
+// has just answered with item (and its TTL attribute, got: ttl, or
+// higher), to when the item's last counter stops being read, if that is
+// later. A write sets the TTL it computes, whatever the item
+// had: the writer's own rules and MaxPeriod, and what its cache saw of
+// the item. A writer of another configuration (a Lambda version beside
+// another in a gradual deployment, a serve process given another
+// --config, on the same table) that had not seen the identity set the
+// TTL of a key's minute rule, three minutes ahead, on an item whose day
+// counter the other configuration reads for two days: DynamoDB may then
+// delete the item, and that configuration, or a rollback to it, finds the
+// day quota whole. The raise is one more write, conditional so that it
+// never lowers a TTL another writer raised meanwhile, made only when the
+// item holds such a counter: after a change of configuration, once per
+// identity and instance. Its failure is no store error (the request is
+// counted): the cache keeps the raised TTL, which this Store's next write
+// of the identity sets.
+func (s *Store) keepTTL(ctx context.Context, id string, item []cell, ttl int64, got types.AttributeValue) {
+	n, err := parseNumber(TTLAttribute, got)
+	if got == nil || err != nil {
+		return // an answer without the TTL the write set: none to raise
+	}
+	ttl = max(ttl, n)
+	need := ttl
+	for _, c := range item {
+		if c.bucket >= 0 && c.bucket <= math.MaxInt64/int64(c.length)-2 {
+			need = max(need, expiry(kvstore.Slot{Bucket: c.bucket, Length: c.length}))
+		}
+	}
+	if need <= ttl {
+		return
+	}
+	s.cache.raiseTTL(id, need)
+	_, _ = s.api.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 s.table,
+		Key:                       key(id),
+		UpdateExpression:          aws.String("SET #t = :t"),
+		ConditionExpression:       aws.String("#t < :t"),
+		ExpressionAttributeNames:  map[string]string{"#t": TTLAttribute},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":t": number(need)},
+	}, retryThrottlesOnly)
 }
 
 // expiry is sl.Expires in Unix seconds, rounded up.
