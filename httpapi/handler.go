@@ -381,6 +381,9 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 		defer cancel()
 	}
 	if len(ipRules) > 0 {
+		if remembers && h.knownRefused(ctx, now, ipID, ipRules, id, p, cost, v) {
+			return
+		}
 		if v.err = h.check1(ctx, now, ipID, ipRules, cost, v); v.err != nil {
 			switch {
 			case !h.deny && len(p.rules) > 0:
@@ -436,6 +439,33 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 	if ipN > 0 && !v.deciding.Allowed {
 		h.settleIP(ctx, now, ipAt, ipID, ipRules, cost, v)
 	}
+}
+
+// knownRefused decides, with no store call, a request that the deny cache
+// remembers the plan refusing: the ip rules are only peeked at, for their
+// decisions and so that Retry-After does not come before they admit the
+// request too, and it reports true with v filled. Counted by the ip rules
+// first, as other requests are, such a request was taken back from them
+// again when the plan refused it: on DynamoDB, with shared ip_limits, two
+// writes of the address's item for each request of a client whose key
+// the instance knew to be blocked, where a blocked client costs none
+// without them (docs/lambda.md), and the address never became blocked
+// itself. It reports false, v untouched, when the plan may admit the
+// request, or when the ip rules cannot be peeked at (the request is then
+// decided as any other).
+func (h *Handler) knownRefused(ctx context.Context, now time.Time, ipID string, ipRules []limiter.Rule, id string, p *plan, cost int64, v *verdict) bool {
+	n := len(ipRules)
+	if len(p.rules) == 0 || !h.lim.Remembered(now, id, p.rules, cost, &v.res) {
+		return false
+	}
+	copy(v.ds[n:], v.res.All())
+	if h.lim.PeekInto(ctx, now, ipID, ipRules, cost, &v.res) != nil {
+		return false
+	}
+	copy(v.ds[:n], v.res.All())
+	v.n, v.cached = n+len(p.rules), true
+	v.deciding = window.Combine(v.ds[:v.n])
+	return true
 }
 
 // bounded returns the context of a request's calls to a remote store on

@@ -345,6 +345,27 @@ func (l *Limiter) PeekInto(ctx context.Context, now time.Time, id string, rules 
 	return l.check(ctx, now, id, rules, cost, false, res)
 }
 
+// Remembered answers a request of this cost by id under rules at now from
+// the deny cache alone, as CheckInto would, and reports whether it did: it
+// calls no store and counts nothing. False means the cache holds no denial
+// of the request (or is off), and res means nothing then. A caller that
+// counts the request on other rules first (the HTTP layer's ip_limits)
+// asks it, so that a request already known to be refused is not counted
+// there and taken back again: on DynamoDB, two writes per request of a
+// blocked client that the deny cache exists to spare.
+func (l *Limiter) Remembered(now time.Time, id string, rules []Rule, cost int64, res *Result) bool {
+	if l.deny == nil || !l.deny.any() || cost < 0 || validRules(rules) != nil {
+		return false
+	}
+	at, _ := l.clock(now)
+	d, ok := l.deny.answer(id, at, rules, cost, res.Rules[:len(rules)])
+	if ok {
+		res.Decision, res.N, res.Cached, res.At = d, len(rules), true, at
+		res.since(now)
+	}
+	return ok
+}
+
 // Refund takes back a cost that CheckInto counted: the cost of an admitted
 // request (or, with CountDenied, of any request) that the caller then
 // decided not to serve on other rules, so that a request refused is
