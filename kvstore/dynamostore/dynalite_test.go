@@ -453,3 +453,43 @@ func TestTTLAndCleanup(t *testing.T) {
 		t.Errorf("item attributes %v, want %v", attrs, want)
 	}
 }
+
+// TestSpreadClientCostsTwoWrites measures what docs/lambda.md says of
+// several instances serving one client: each instance's first request of
+// the client in a bucket is built on the previous bucket as that instance
+// last saw it, and when another instance has counted in that bucket since,
+// the write's condition fails (billed) and the request is written again on
+// the counts the failure returned. A client that sends one request a
+// minute to two instances in turn, as one spread over a scaled-out
+// function does, thus costs two UpdateItem per admitted request, one of
+// them failed: two write units where the cost table's steady state is
+// one. DynamoDB returns the item with the failure, as the proxy does
+// here, so no GetItem is made.
+func TestSpreadClientCostsTwoWrites(t *testing.T) {
+	t.Parallel()
+	endpoint := newFaultProxy(t, dynalite.Shared(t).Endpoint, func(op string, _ int, _ []byte) fault {
+		return fault{oldItem: op == "UpdateItem"}
+	}).URL
+	tb := newTable(t, endpoint)
+	a, b := tb.instances(t)
+	rules := []limiter.Rule{rule("minute", 10, time.Minute), rule("day", 10000, 24*time.Hour)}
+	for i := range 12 {
+		l := a
+		if i%2 == 1 {
+			l = b
+		}
+		now := t0.Add(time.Duration(i) * time.Minute)
+		res, err := l.Check(context.Background(), now, "spread", rules, 1)
+		if err != nil || !res.Allowed {
+			t.Fatalf("request %d: Allowed %v, err %v", i+1, res.Allowed, err)
+		}
+		got := tb.calls.take()
+		want := map[string]int{"UpdateItem": 2}
+		if i == 0 {
+			want["UpdateItem"] = 1 // nothing counted before it
+		}
+		if len(got) != len(want) || got["UpdateItem"] != want["UpdateItem"] {
+			t.Errorf("request %d at %s sent %v, want %v", i+1, now.Format(time.TimeOnly), got, want)
+		}
+	}
+}
