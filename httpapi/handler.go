@@ -450,9 +450,9 @@ func (h *Handler) decide(ctx context.Context, now time.Time, ipID string, ipRule
 // writes of the address's item for each request of a client whose key
 // the instance knew to be blocked, where a blocked client costs none
 // without them (docs/lambda.md), and the address never became blocked
-// itself. It reports false, v untouched, when the plan may admit the
-// request, or when the ip rules cannot be peeked at (the request is then
-// decided as any other).
+// itself. It reports false when the plan may admit the request, or when
+// the ip rules cannot be peeked at, having used only v's scratch (res,
+// and the decisions past n): the request is then decided as any other.
 func (h *Handler) knownRefused(ctx context.Context, now time.Time, ipID string, ipRules []limiter.Rule, id string, p *plan, cost int64, v *verdict) bool {
 	n := len(ipRules)
 	if len(p.rules) == 0 || !h.lim.Remembered(now, id, p.rules, cost, &v.res) {
