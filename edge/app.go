@@ -348,6 +348,10 @@ type proxy struct {
 // could pass on.
 var errNoWebSocket = errors.New("edge: the origin's 101 carried no WebSocket")
 
+// errStatus: the origin's answer has a status a JavaScript Response
+// cannot carry.
+var errStatus = errors.New("edge: the origin answered a status the Worker cannot pass on")
+
 // isWebSocket reports whether h asks for a WebSocket: its Upgrade lists
 // the token websocket (RFC 6455 4.2.1, any case).
 func isWebSocket(h http.Header) bool {
@@ -685,6 +689,19 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer res.Body.Close()
+	if c := res.StatusCode; c > 599 || c < 200 && c != http.StatusSwitchingProtocols {
+		// JavaScript's Response takes 200 to 599 (and a WebSocket's
+		// 101): syumai's writer panicked on any other, the Go instance
+		// died, and the client got workerd's 500 or no answer at all
+		// (wrangler dev's workerd exited), without the rate-limit
+		// headers, the request counted. workerd's fetch takes an
+		// origin's 103 Early Hints (Node's writeEarlyHints, Go's
+		// WriteHeader(103)) for its answer, the final answer's bytes
+		// its body: the final answer cannot be had
+		// (TestWorkerdOriginStatus).
+		httpapi.OriginFailed(p.log, w, r, fmt.Errorf("%w: %d", errStatus, c))
+		return
+	}
 	removeHop(res.Header)
 	addHeader(w.Header(), res.Header)
 	if res.StatusCode == http.StatusSwitchingProtocols && p.upgraded != nil {

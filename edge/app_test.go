@@ -1379,3 +1379,40 @@ func TestEscapedURL(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyStatusJavaScriptRefuses: an origin's answer whose status a
+// JavaScript Response cannot carry (outside 200 to 599, a WebSocket's 101
+// aside) is the Worker's 502 problem+json, with the pre-filter's fields
+// and none of the origin's, its body unread: syumai's writer panicked on
+// it. workerd's fetch gives an origin's 103 Early Hints as the answer,
+// the final answer's bytes as its body.
+func TestProxyStatusJavaScriptRefuses(t *testing.T) {
+	for _, status := range []int{http.StatusEarlyHints, http.StatusProcessing, http.StatusContinue, 600, 999} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			o := &fakeOrigin{status: status, answer: failReader{t}, header: http.Header{"Link": {"</a.css>; rel=preload"}}}
+			h, _ := originHandler("https://origin.example.com", o)
+			w := httptest.NewRecorder()
+			w.Header().Set("RateLimit", `"minute";r=4;t=60`) // set by the pre-filter
+			h.ServeHTTP(w, httptest.NewRequest("GET", "https://w.example.com/x", nil))
+			if w.Code != http.StatusBadGateway || w.Header().Get("Content-Type") != "application/problem+json" {
+				t.Errorf("%d %s %q, want the 502 problem+json", w.Code, w.Header().Get("Content-Type"), w.Body)
+			}
+			if got := w.Header().Get("RateLimit"); got != `"minute";r=4;t=60` {
+				t.Errorf("RateLimit %q, want the pre-filter's", got)
+			}
+			if v, ok := w.Header()["Link"]; ok {
+				t.Errorf("the origin's Link %q is on the 502", v)
+			}
+		})
+	}
+	// The statuses at the ends of the range pass as they are.
+	for _, status := range []int{200, 599} {
+		o := &fakeOrigin{status: status, answer: strings.NewReader("ok"), header: http.Header{"Content-Type": {"text/plain"}}}
+		h, _ := originHandler("https://origin.example.com", o)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "https://w.example.com/x", nil))
+		if w.Code != status || w.Body.String() != "ok" {
+			t.Errorf("origin's %d: %d %q, want it as sent", status, w.Code, w.Body)
+		}
+	}
+}

@@ -866,6 +866,10 @@ func originCase(w http.ResponseWriter, r *http.Request, body []byte) {
 		_, _ = fmt.Fprintf(w, "status %d", code)
 	case "empty":
 		w.WriteHeader(http.StatusNoContent)
+	case "early": // 103 Early Hints, then the answer (Go's server sends both)
+		h.Set("Link", "</a.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		_, _ = io.WriteString(w, "early")
 	case "etag":
 		h.Set("ETag", originETag)
 		if r.Header.Get("If-None-Match") == originETag {
@@ -1110,6 +1114,38 @@ func TestWorkerdUntypedAnswer(t *testing.T) {
 			}
 			if cl := res.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(body)) || tc.as == "declared" && cl == "" {
 				t.Errorf("Content-Length %q for %d bytes", cl, len(body))
+			}
+		})
+	}
+}
+
+// TestWorkerdOriginStatus: an origin's answer whose status a JavaScript
+// Response cannot carry is the Worker's 502 problem+json, with the
+// rate-limit headers, and the Worker goes on serving. workerd's fetch takes
+// a 103 Early Hints for the origin's answer (its body the final answer's
+// bytes), and a status above 599 goes through: syumai's writer panicked on
+// either, and the client got workerd's 500 (the debug Worker) or no answer
+// (wrangler dev's workerd exited), the request counted. The local server passes both on; so does the Lambda, but
+// for the 103, which it drops.
+func TestWorkerdOriginStatus(t *testing.T) {
+	w := slidegateWorker(t)
+	client := passClient(t)
+	for _, path := range []string{"early", "status?code=600"} {
+		t.Run(path, func(t *testing.T) {
+			req, _ := http.NewRequest("GET", w.URL+originPath+path, nil)
+			req.Header.Set("X-API-Key", steadyKey)
+			res, err := client.Do(req)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != http.StatusBadGateway || res.Header.Get("Content-Type") != "application/problem+json" || res.Header.Get("RateLimit") == "" {
+				t.Errorf("%s %s RateLimit %q: %q; want the 502 problem+json with the rate-limit headers",
+					res.Status, res.Header.Get("Content-Type"), res.Header.Get("RateLimit"), b)
+			}
+			if res, body := get(t, client, w.URL+httpapi.HealthPath, ""); res.StatusCode != http.StatusOK {
+				t.Fatalf("then a health check: %d %s", res.StatusCode, body)
 			}
 		})
 	}
