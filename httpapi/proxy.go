@@ -130,6 +130,16 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 		},
 		Transport:  tr,
 		BufferPool: bufferPool{},
+		// A status Go's server cannot write (below 100, or past 999)
+		// made WriteHeader panic: the client's connection was cut with
+		// no answer and a stack logged. HTTP/1's transport reads any
+		// three digits ("000"), HTTP/2's any integer.
+		ModifyResponse: func(res *http.Response) error {
+			if res.StatusCode < 100 || res.StatusCode > 999 {
+				return fmt.Errorf("httpapi: origin answered with status %d, not 100 to 999", res.StatusCode)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			r = asAsked(r)
 			if unprintableUpgrade(r.Header) {
