@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -64,6 +65,14 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 	// origin's validators (ETag) for the gzip one, and the proxy paid for
 	// the decoding.
 	tr.DisableCompression = true
+	dial := tr.DialContext
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &heldConn{Conn: c, closed: make(chan struct{})}, nil
+	}
 	errorLog := stdlog.New(io.Discard, "", 0)
 	if log != nil {
 		errorLog = stdlog.New(warnWriter{log}, "", 0)
@@ -463,6 +472,52 @@ func forwardedFor(addr netip.Addr) string {
 		return `for="[` + addr.String() + `]"`
 	}
 	return "for=" + addr.String()
+}
+
+// heldConn is a connection to the origin whose writes that fail because
+// the origin reset the connection or stopped reading (ECONNRESET, EPIPE)
+// return only once the transport has closed it: by then its reader has
+// taken what the origin sent, an answer or none. An origin that answers
+// an upload before reading it (a 413 over its body limit, a 401) and
+// closes the connection resets it with the upload unread; the proxy's
+// next write fails, and Go's transport, which returns the first of the
+// write's error and the answer it read, returned the error about one
+// time in two: a 502 for an answer the origin gave. The transport closes
+// a connection once its answer's body is read (it cannot be reused with
+// its request unwritten), or once its read fails, which a reset
+// connection's does at once. Other errors, a timeout (the write bound of
+// --origin-timeout) among them, are returned as they come.
+type heldConn struct {
+	net.Conn
+	closed chan struct{}
+	once   sync.Once
+	// halfClosed: CloseWrite ended the writing side (an upgraded
+	// connection's client ended its own), after which a write fails
+	// with nothing to wait for.
+	halfClosed atomic.Bool
+}
+
+func (c *heldConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && !c.halfClosed.Load() && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
+		<-c.closed
+	}
+	return n, err
+}
+
+func (c *heldConn) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// CloseWrite passes TCP's half-close on, which ReverseProxy makes for an
+// upgraded connection (a WebSocket) whose client ended its side.
+func (c *heldConn) CloseWrite() error {
+	c.halfClosed.Store(true)
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("httpapi: close write of the origin connection: %w", http.ErrNotSupported)
 }
 
 // warnWriter turns the lines of a standard logger into WARN records.
