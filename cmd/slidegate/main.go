@@ -11,9 +11,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"log"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/slidegate/slidegate/httpapi"
 )
 
 func main() {
@@ -24,6 +29,14 @@ func main() {
 	// to drain. A server is not ended by its log's reader either, as
 	// systemd's IgnoreSIGPIPE and nginx have it.
 	signal.Ignore(syscall.SIGPIPE)
+	// Go's HTTP transport writes some complaints about the origin to the
+	// standard logger: an origin that sent more than its Content-Length
+	// said is "Unsolicited response received on idle HTTP channel", with
+	// up to 4 KiB of what it sent quoted. They were plain lines among
+	// serve's JSON ones, which a log pipeline parsing JSON drops or
+	// rejects, whole: they are WARN lines, cut as a logged path is.
+	log.SetFlags(0)
+	log.SetOutput(stdWarn{slog.New(slog.NewJSONHandler(os.Stderr, nil))})
 	ctx, stop := signalContext()
 	var reload <-chan struct{}
 	if len(os.Args) > 1 && os.Args[1] == "serve" {
@@ -73,4 +86,12 @@ func hangups() <-chan struct{} {
 		}
 	}()
 	return reload
+}
+
+// stdWarn turns the standard logger's lines into WARN records of log.
+type stdWarn struct{ log *slog.Logger }
+
+func (w stdWarn) Write(p []byte) (int, error) {
+	w.log.Warn(httpapi.Logged(strings.TrimSuffix(string(p), "\n")))
+	return len(p), nil
 }
