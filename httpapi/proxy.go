@@ -487,6 +487,16 @@ func forwardedFor(addr netip.Addr) string {
 // its request unwritten), or once its read fails, which a reset
 // connection's does at once. Other errors, a timeout (the write bound of
 // --origin-timeout) among them, are returned as they come.
+//
+// A write is held only until a read of the connection fails too (its
+// reader has then taken all the origin sent), and for heldMax at most:
+// ReverseProxy closes an upgraded connection (a WebSocket) whose origin
+// ended its side only once the other direction's write has returned, and
+// crypto/tls's Close writes its close_notify alert before it closes the
+// connection. Held until the Close, either waited for ever: a goroutine,
+// a socket and, for TLS, the transport's lock of the connection, under
+// which its idle pool asks whether the connection is broken, so that one
+// idle connection the origin reset stopped every request after it.
 type heldConn struct {
 	net.Conn
 	closed chan struct{}
@@ -500,7 +510,26 @@ type heldConn struct {
 func (c *heldConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
 	if err != nil && !c.halfClosed.Load() && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
-		<-c.closed
+		t := time.NewTimer(heldMax)
+		select {
+		case <-c.closed:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	return n, err
+}
+
+// heldMax bounds a held write: a reader takes an answer the origin sent
+// before its reset well within it.
+const heldMax = time.Second
+
+// Read ends the hold of writes when it fails: the reader has taken all
+// the origin sent.
+func (c *heldConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		c.once.Do(func() { close(c.closed) })
 	}
 	return n, err
 }
