@@ -368,7 +368,8 @@ func TestCheckAPIChunkedBody(t *testing.T) {
 // TestCheckHeadersMatchBody: over a run of checks (keys, plans named or
 // not, costs 0 to 3, a clock that moves), each answer's rate-limit headers
 // say what its JSON says: the deciding rule's limit, remaining and reset,
-// every rule's remaining, reset and quota, and Retry-After when denied.
+// every rule's remaining and quota, a t that fits its waits (the JSON has
+// no field for it), and Retry-After when denied.
 func TestCheckHeadersMatchBody(t *testing.T) {
 	for _, mode := range []string{"plain", "shadow", "count_denied"} {
 		t.Run(mode, func(t *testing.T) {
@@ -406,16 +407,28 @@ func TestCheckHeadersMatchBody(t *testing.T) {
 				check("X-RateLimit-Remaining", strconv.FormatInt(resp.Remaining, 10))
 				reset := f.clock.t.Add(time.Duration(resp.ResetAfterMS) * time.Millisecond)
 				check("X-RateLimit-Reset", strconv.FormatInt(reset.Add(time.Second-1).Unix(), 10))
-				var items, policy []string
+				var policy []string
 				deciding := 0
-				for _, r := range resp.Rules {
-					items = append(items, fmt.Sprintf("%q;r=%d;t=%d", r.Name, r.Remaining, (r.ResetAfterMS+999)/1000))
+				items := strings.Split(h.Get("RateLimit"), ", ")
+				if len(items) != len(resp.Rules) {
+					bad("RateLimit", fmt.Sprintf("%d items", len(resp.Rules)))
+					items = make([]string, len(resp.Rules))
+				}
+				for j, r := range resp.Rules {
+					// t is when more quota is back: 0 with nothing used,
+					// never after the whole quota is back, nor after a
+					// denying rule admits the retry (draft-10 §6).
+					head, tv, _ := strings.Cut(items[j], ";t=")
+					sec, err := strconv.ParseInt(tv, 10, 64)
+					if head != fmt.Sprintf("%q;r=%d", r.Name, r.Remaining) || err != nil || sec > (r.ResetAfterMS+999)/1000 || (sec == 0) != (r.Remaining == r.Limit) ||
+						!r.Allowed && r.RetryAfterMS >= 0 && sec > max((r.RetryAfterMS+999)/1000, 1) {
+						t.Errorf("#%d %s: RateLimit item %q does not fit %+v", i, body, items[j], r)
+					}
 					policy = append(policy, fmt.Sprintf("%q;q=%d;w=%d", r.Name, r.Limit, r.WindowS))
 					if r.Name == resp.Policy && r.Limit == resp.Limit && r.Remaining == resp.Remaining && r.ResetAfterMS == resp.ResetAfterMS {
 						deciding++
 					}
 				}
-				check("RateLimit", strings.Join(items, ", "))
 				check("RateLimit-Policy", strings.Join(policy, ", "))
 				if deciding != 1 {
 					t.Errorf("#%d: policy %q is not one of the rules: %s", i, resp.Policy, w.Body)

@@ -35,16 +35,21 @@ func (retryOnly) gate(now time.Time, _ int64) time.Time      { return now }
 func (retryOnly) seen(time.Time, *httptest.ResponseRecorder) {}
 
 // draftPacer reads RateLimit: it sends when every limit's r is at least
-// its cost, and otherwise waits the t of each limit short of it.
+// its cost, and otherwise waits the t of each limit short of it. t is
+// when more quota is back, at least one unit (draft-10 §4.1.2): it is
+// sure of the request only when no limit is short by more than one.
 type draftPacer struct {
 	at    time.Time
 	items map[string][2]int64 // r, t
+	sure  bool
 }
 
 func (p *draftPacer) gate(now time.Time, cost int64) time.Time {
+	p.sure = true
 	for _, it := range p.items {
 		if it[0] < cost {
 			now = later(now, p.at.Add(time.Duration(it[1])*time.Second))
+			p.sure = p.sure && it[0]+1 >= cost
 		}
 	}
 	return now
@@ -278,13 +283,16 @@ func simRunOpts(t *testing.T, cfg func() *fixture, r req, check bool, p simPolic
 
 // trusts reports whether p sends a request of this cost only when the
 // headers say it fits: not retryOnly, nor octokit's reading of the trio
-// (0 remaining or not) for a request of cost more than 1.
+// (0 remaining or not) for a request of cost more than 1, nor RateLimit's
+// reader after a wait of t that brings back less than the cost.
 func trusts(p simPolicy, cost int64) bool {
 	switch p := p.(type) {
 	case retryOnly:
 		return false
 	case *trioPacer:
 		return p.costAware || cost == 1
+	case *draftPacer:
+		return p.sure
 	}
 	return true
 }
@@ -321,8 +329,8 @@ func simDemand(rng *rand.Rand, start time.Time, n int, step time.Duration, burst
 // waited a 429's Retry-After) is never refused; every answer's fields
 // agree with each other (simAgree); a wait of Retry-After is less than a
 // second longer than the exact one. The numbers each client met (429s,
-// how much longer than needed it waited: the t of RateLimit and
-// X-RateLimit-Reset are when the whole quota is back) are logged.
+// how much longer than needed it waited: RateLimit's t is when more
+// quota is back, X-RateLimit-Reset when the whole quota is) are logged.
 func TestHeaderClientsSim(t *testing.T) {
 	cfg := testConfig(t, func(m map[string]any) {
 		delete(m, "plans")
@@ -379,9 +387,16 @@ func testHeaderClients(t *testing.T, mkf func() *fixture) {
 					if st.unasked > 0 {
 						t.Errorf("%d 429s the headers said would not come", st.unasked)
 					}
-					// Retry-After is the exact wait rounded up to seconds.
-					if _, ok := pol.mk().(retryOnly); ok && st.maxOver >= time.Second {
-						t.Errorf("a wait of Retry-After was %s longer than needed", st.maxOver)
+					// Retry-After is the exact wait rounded up to seconds,
+					// and so is RateLimit's t for a request that more quota
+					// admits: a client waits no longer than it must, where
+					// one that waits until the whole quota is back waits
+					// up to a window longer.
+					switch pol.mk().(type) {
+					case retryOnly, *draftPacer:
+						if st.maxOver >= time.Second {
+							t.Errorf("a wait was %s longer than needed", st.maxOver)
+						}
 					}
 				})
 			}
@@ -413,10 +428,12 @@ func simExample(m map[string]any) {
 // simAgree checks that the fields of one answer agree with each other:
 // RateLimit has an item for every RateLimit-Policy item, none with more
 // than its quota left, and t 0 only with the whole quota; X-RateLimit-*
-// is one of the items (its reset epoch now + t, give or take the
-// roundings) and on an admission the one with the least left; a denial's
-// Retry-After is at most the largest t; the 429 body (or the check API's
-// answer and its rules) says what the headers say.
+// is one of the items (its reset epoch no earlier than now + t, when more
+// quota is back, give or take the roundings, and within two windows) and
+// on an admission the one with the least left; a denial's Retry-After is
+// no later than X-RateLimit-Reset and no earlier than the t of any rule
+// that refused (draft-10 §6); the 429 body (or the check API's answer and
+// its rules) says what the headers say.
 func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bool) {
 	t.Helper()
 	l, err := httpsfv.UnmarshalList(w.Header().Values("RateLimit"))
@@ -435,13 +452,15 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 		return v
 	}
 	limit, remaining, reset := hi("X-RateLimit-Limit"), hi("X-RateLimit-Remaining"), hi("X-RateLimit-Reset")
-	minR, maxT, match := int64(1<<62), int64(0), false
+	minR, match := int64(1<<62), false
+	ts := make([]int64, len(l))
 	for i, m := range l {
 		it := m.(httpsfv.Item)
 		r, _ := it.Params.Get("r")
 		tt, _ := it.Params.Get("t")
 		q, _ := pol[i].(httpsfv.Item).Params.Get("q")
-		minR, maxT = min(minR, r.(int64)), max(maxT, tt.(int64))
+		win, _ := pol[i].(httpsfv.Item).Params.Get("w")
+		minR, ts[i] = min(minR, r.(int64)), tt.(int64)
 		if r.(int64) > q.(int64) {
 			t.Errorf("%s: r %d over q %d", it.Value, r, q)
 		}
@@ -449,9 +468,10 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 			t.Errorf("%s: r %d is the whole quota, t %d", it.Value, r, tt)
 		}
 		// The trio is one of the items: same remaining, and a reset
-		// epoch that is now + t, both rounded up.
+		// epoch (the whole quota back) no earlier than now + t (more of
+		// it back), both rounded up.
 		if q.(int64) == limit && r.(int64) == remaining {
-			if end := at.Add(time.Duration(tt.(int64)) * time.Second).Unix(); reset <= end+1 && reset >= end-1 {
+			if end := at.Add(time.Duration(tt.(int64)) * time.Second).Unix(); reset <= at.Unix()+2*win.(int64)+1 && reset >= end-1 {
 				match = true
 			}
 		}
@@ -460,6 +480,7 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 		t.Errorf("X-RateLimit-* %d/%d/%d is no item of RateLimit %s at %d", limit, remaining, reset, w.Header().Get("RateLimit"), at.Unix())
 	}
 	denied := w.Code == 429
+	var refused []int // the rules that refused a denied request
 	if check {
 		var b struct {
 			Allowed      bool  `json:"allowed"`
@@ -468,6 +489,7 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 			ResetAfterMS int64 `json:"reset_after_ms"`
 			RetryAfterMS int64 `json:"retry_after_ms"`
 			Rules        []struct {
+				Allowed      bool  `json:"allowed"`
 				Remaining    int64 `json:"remaining"`
 				ResetAfterMS int64 `json:"reset_after_ms"`
 			} `json:"rules"`
@@ -484,8 +506,11 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 			it := m.(httpsfv.Item)
 			r, _ := it.Params.Get("r")
 			tt, _ := it.Params.Get("t")
-			if b.Rules[i].Remaining != r.(int64) || (b.Rules[i].ResetAfterMS+999)/1000 != tt.(int64) {
+			if b.Rules[i].Remaining != r.(int64) || (b.Rules[i].ResetAfterMS+999)/1000 < tt.(int64) {
 				t.Errorf("check: rule %d remaining %d reset_after_ms %d, RateLimit %s", i, b.Rules[i].Remaining, b.Rules[i].ResetAfterMS, w.Header().Get("RateLimit"))
+			}
+			if !b.Rules[i].Allowed {
+				refused = append(refused, i)
 			}
 		}
 		if denied && max((b.RetryAfterMS+999)/1000, 1) != hi("Retry-After") {
@@ -493,18 +518,35 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 		}
 	} else if denied {
 		var b struct {
-			Remaining    int64 `json:"remaining"`
-			Limit        int64 `json:"limit"`
-			RetryAfterMS int64 `json:"retry_after_ms"`
+			Remaining    int64    `json:"remaining"`
+			Limit        int64    `json:"limit"`
+			RetryAfterMS int64    `json:"retry_after_ms"`
+			Violated     []string `json:"violated-policies"`
 		}
 		_ = json.Unmarshal(w.Body.Bytes(), &b)
+		for _, name := range b.Violated {
+			for i, m := range l {
+				if m.(httpsfv.Item).Value == name {
+					refused = append(refused, i)
+				}
+			}
+		}
 		if b.Remaining != remaining || b.Limit != limit || max((b.RetryAfterMS+999)/1000, 1) != hi("Retry-After") {
 			t.Errorf("429 body %s against trio %d/%d, Retry-After %s", w.Body, limit, remaining, w.Header().Get("Retry-After"))
 		}
 	}
 	if denied {
-		if ra := hi("Retry-After"); ra > max(maxT, 1) {
-			t.Errorf("Retry-After %d beyond every t of RateLimit %s", ra, w.Header().Get("RateLimit"))
+		ra := hi("Retry-After")
+		if ra > max(reset-at.Unix(), 1) {
+			t.Errorf("Retry-After %d after X-RateLimit-Reset %d at %d", ra, reset, at.Unix())
+		}
+		if len(refused) == 0 {
+			t.Errorf("denied, and no rule refused: %s", w.Body)
+		}
+		for _, i := range refused {
+			if ts[i] > ra {
+				t.Errorf("Retry-After %d earlier than the t of refusing rule %d: RateLimit %s", ra, i, w.Header().Get("RateLimit"))
+			}
 		}
 	} else if remaining != minR {
 		t.Errorf("admitted: X-RateLimit-Remaining %d, least r %d (RateLimit %s)", remaining, minR, w.Header().Get("RateLimit"))
@@ -514,7 +556,8 @@ func simAgree(t *testing.T, at time.Time, w *httptest.ResponseRecorder, check bo
 // TestHeaderClientsDaySim: a client of examples/config.json's free plan
 // (5 a minute, 1,000 a day) that wants 4.5 units a minute, under the
 // minute limit, uses up its day and then throttles itself by the
-// headers, for three days.
+// headers, for three days. One that follows Retry-After or RateLimit's t
+// gets the whole day's quota.
 func TestHeaderClientsDaySim(t *testing.T) {
 	cfg := testConfig(t, func(m map[string]any) {
 		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
@@ -541,6 +584,14 @@ func TestHeaderClientsDaySim(t *testing.T) {
 					st.sent, st.denied, st.unasked, st.cost, days, float64(st.cost)/days, st.waits, (st.over / time.Duration(max(st.waits, 1))).Round(time.Second), st.maxOver.Round(time.Second))
 				if st.unasked > 0 {
 					t.Errorf("%d 429s the headers said would not come", st.unasked)
+				}
+				// A client that waits a 429's Retry-After, or RateLimit's
+				// t (when more quota is back), gets the day's quota.
+				// X-RateLimit-Reset and reset_after_ms are when the whole
+				// quota is back: a client that waits for them gets about
+				// half of it, as README says.
+				if perDay := float64(st.cost) / days; (pol.name == "retry-after" || pol.name == "ratelimit") && perDay < 950 {
+					t.Errorf("admitted %.0f a day of the day limit's 1,000", perDay)
 				}
 			})
 		}

@@ -204,7 +204,7 @@ func (a *xmAnswer) since(step time.Duration) {
 		}
 	}
 	for i := range a.rules {
-		for _, d := range []*time.Duration{&a.rules[i].reset, &a.rules[i].retry} {
+		for _, d := range []*time.Duration{&a.rules[i].reset, &a.rules[i].retry, &a.rules[i].next} {
 			if *d > 0 {
 				*d += step
 			}
@@ -283,6 +283,10 @@ type xmRuleView struct {
 	remaining int64
 	reset     time.Duration // until the estimate is 0
 	retry     time.Duration // 0 when allowed: until this rule admits the request again
+	// next is RateLimit's t: until more quota is back (remaining rises),
+	// or, for a rule that refuses, until it admits if that is sooner
+	// (draft-10 §6: no Retry-After earlier than t); 0 when all is left.
+	next time.Duration
 }
 
 // xmAnswer is what the model expects of one answer.
@@ -306,6 +310,11 @@ func (m *xmModel) view(t time.Time, groups []xmCheck, cost int64, admitted bool)
 			if !admitted {
 				v.retry = xmWaitUntil(t, func(at time.Time) bool { return m.admits(g.id, r, at, cost) })
 				v.allowed = v.retry == 0
+			}
+			if v.remaining < r.limit {
+				v.next = xmWaitUntil(t, func(at time.Time) bool {
+					return r.limit-m.estimate(g.id, r, at) > v.remaining || !v.allowed && m.admits(g.id, r, at, cost)
+				})
 			}
 			a.rules = append(a.rules, v)
 		}
@@ -475,7 +484,7 @@ func (a xmAnswer) want(t time.Time, r xmReq, shadow bool) xmGot {
 	g := xmGot{status: http.StatusOK, admitted: a.admitted}
 	var items []string
 	for _, v := range a.rules {
-		items = append(items, fmt.Sprintf("%q;r=%d;t=%d", v.name, v.remaining, xmCeil(v.reset, time.Second)))
+		items = append(items, fmt.Sprintf("%q;r=%d;t=%d", v.name, v.remaining, xmCeil(v.next, time.Second)))
 	}
 	g.items = strings.Join(items, ", ")
 	g.limit = strconv.FormatInt(a.shown.limit, 10)

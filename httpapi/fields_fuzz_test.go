@@ -73,9 +73,10 @@ func intField(t *testing.T, w *httptest.ResponseRecorder, name string) int64 {
 // client reads them: RateLimit-Policy and RateLimit parse as
 // structured-field lists (RFC 9651) of the configured rules with their
 // quota and window, and remaining and reset within them; the X-RateLimit
-// trio is one of RateLimit's items, its Reset that item's t from now; a
-// 429's Retry-After is at least 1 s, no later than the reset of every
-// rule, and its body's retry_after_ms. And the numbers hold: a request
+// trio is one of RateLimit's items, its Reset no earlier than that item's
+// t from now; a 429's Retry-After is at least 1 s, no later than the
+// trio's Reset, no earlier than the t of a rule with less left than the
+// cost (draft-10 §6), and its body's retry_after_ms. And the numbers hold: a request
 // at the same instant that costs no more than X-RateLimit-Remaining is
 // admitted, so is one that costs no more than the least r of RateLimit
 // after an admission or a denial, and a refused request sent again
@@ -165,7 +166,7 @@ func FuzzRateLimitFields(f *testing.F) {
 			if len(items) != len(policy) {
 				t.Fatalf("RateLimit %q has %d items, RateLimit-Policy %d", w.Header()["Ratelimit"], len(items), len(policy))
 			}
-			maxT, minR := int64(0), int64(config.MaxLimit)
+			minR := int64(config.MaxLimit)
 			for i, it := range items {
 				l := limits[it.name]
 				r, rok := it.params["r"]
@@ -173,14 +174,17 @@ func FuzzRateLimitFields(f *testing.F) {
 				if it.name != policy[i].name || !rok || !tok || len(it.params) != 2 || r < 0 || r > l[0] || tt < 0 || tt > 2*l[1] {
 					t.Fatalf("RateLimit item %+v against rule %s (limit %d, window %d s)", it, policy[i].name, l[0], l[1])
 				}
-				maxT, minR = max(maxT, tt), min(minR, r)
+				minR = min(minR, r)
 			}
 			room, roomKey = minR, s.key
 			lim, rem, reset := intField(t, w, "X-Ratelimit-Limit"), intField(t, w, "X-Ratelimit-Remaining"), intField(t, w, "X-Ratelimit-Reset")
 			found := false
 			for _, it := range items {
+				// t is when more of the rule's quota is back, no later
+				// than its whole quota (the trio's Reset), and that within
+				// two windows.
 				d := reset - now.Unix() - it.params["t"]
-				found = found || limits[it.name][0] == lim && it.params["r"] == rem && (d == 0 || d == 1)
+				found = found || limits[it.name][0] == lim && it.params["r"] == rem && d >= 0 && d <= 2*limits[it.name][1]+1
 			}
 			if !found {
 				t.Fatalf("X-RateLimit-Limit %d, -Remaining %d, -Reset %d (now %d) are no item of RateLimit %q", lim, rem, reset, now.Unix(), w.Header()["Ratelimit"])
@@ -194,8 +198,15 @@ func FuzzRateLimitFields(f *testing.F) {
 			}
 			last = nil
 			retry := intField(t, w, "Retry-After")
-			if retry < 1 || retry > maxT {
-				t.Fatalf("Retry-After %d, RateLimit %q", retry, w.Header()["Ratelimit"])
+			if retry < 1 || retry > reset-now.Unix() {
+				t.Fatalf("Retry-After %d after X-RateLimit-Reset %d (now %d)", retry, reset, now.Unix())
+			}
+			// draft-10 §6: no Retry-After earlier than the t of a rule
+			// that refuses the request (it has less than the cost left).
+			for _, it := range items {
+				if it.params["r"] < s.cost && it.params["t"] > retry {
+					t.Fatalf("Retry-After %d before the t of %+v, RateLimit %q", retry, it, w.Header()["Ratelimit"])
+				}
 			}
 			var body struct {
 				RetryAfterMS int64 `json:"retry_after_ms"`

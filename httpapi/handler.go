@@ -649,7 +649,7 @@ func keptWaits(now, at time.Time, ipRules []limiter.Rule, cost int64, v *verdict
 }
 
 // check1 is one limiter call: it appends the call's decisions to v and sets
-// v.deciding to the call's. The limiter.Result (two thirds of a kilobyte)
+// v.deciding to the call's. The limiter.Result (three quarters of a kilobyte)
 // lands in v, not on the stack. A denial whose count failed
 // (limiter.ErrUncounted) is a denial, its error kept in v for the log.
 func (h *Handler) check1(ctx context.Context, now time.Time, id string, rules []limiter.Rule, cost int64, v *verdict) error {

@@ -141,19 +141,25 @@ func TestHeadersExact(t *testing.T) {
 		limit, remaining, reset string
 		retryAfter              string
 	}{
-		// minute: 50 s of the bucket left, so a count of 1 is gone 1 ns
-		// after it rolls over: t = 51. day: 57,590 s left: t = 57591.
+		// t is when more quota is back: a count in the current bucket
+		// weighs less 1 ns after it rolls over. minute: 50 s of the bucket
+		// left: t = 51. day: 57,590 s left: t = 57591. The whole quota is
+		// back (X-RateLimit-Reset) when a count of 1 weighs nothing, the
+		// same 1 ns after.
 		{200, `"minute";r=2;t=51, "day";r=99;t=57591`, "3", "2", "1800000061", ""},
-		// 2 in the previous bucket weigh 0 once overlap < 1/2: t = 50+31.
-		{200, `"minute";r=1;t=81, "day";r=98;t=100791`, "3", "1", "1800000091", ""},
-		// 3 in the previous bucket weigh floor(3×overlap): below 1 once
-		// overlap < 1/3, 40 s + 1 ns into the next bucket: t = 50+41 = 91.
-		{200, `"minute";r=0;t=91, "day";r=97;t=115191`, "3", "0", "1800000101", ""},
+		// 2 in the previous bucket weigh 1 from 1 ns in (t = 51), 0 once
+		// overlap < 1/2: the reset is 50+31 s on.
+		{200, `"minute";r=1;t=51, "day";r=98;t=57591`, "3", "1", "1800000091", ""},
+		// 3 in the previous bucket weigh floor(3×overlap): 2 from 1 ns in
+		// (t = 51), below 1 once overlap < 1/3, 40 s + 1 ns into the next
+		// bucket: the reset is 50+41 = 91 s on.
+		{200, `"minute";r=0;t=51, "day";r=97;t=57591`, "3", "0", "1800000101", ""},
 		// Denied: a cost of 1 fits again once floor(3×overlap) <= 2, 1 ns
-		// into the next bucket: Retry-After = ceil(50 s + 1 ns) = 51.
-		// day was not counted: still 97 remaining, and the same reset as
-		// after the third request.
-		{429, `"minute";r=0;t=91, "day";r=97;t=115191`, "3", "0", "1800000101", "51"},
+		// into the next bucket: Retry-After = ceil(50 s + 1 ns) = 51, the
+		// minute's t (draft-10 §6: never earlier). day was not counted:
+		// still 97 remaining, and the same reset as after the third
+		// request.
+		{429, `"minute";r=0;t=51, "day";r=97;t=57591`, "3", "0", "1800000101", "51"},
 	}
 	for i, s := range steps {
 		w := f.do(req{})
@@ -661,7 +667,7 @@ func TestIPLimitsFirst(t *testing.T) {
 	// The IP rule decided; the plan was only peeked at (its count is
 	// untouched: 2 of 10 used), to keep Retry-After from coming before the
 	// plan admits.
-	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=8;t=81`)
+	wantHeader(t, w, "RateLimit", `"ip-second";r=0;t=2, "minute";r=8;t=51`)
 	wantHeader(t, w, "X-RateLimit-Limit", "2")
 	if !strings.Contains(w.Body.String(), `"violated-policies":["ip-second"]`) {
 		t.Errorf("body %s", w.Body)
@@ -680,15 +686,17 @@ func TestIPLimitsFirst(t *testing.T) {
 	if w.Code != 429 {
 		t.Fatalf("4th free request: %d", w.Code)
 	}
-	// The day rule would admit but counts only the 3 admitted requests: its
-	// reset is when floor(3 × overlap) reaches 0 in the next day bucket.
+	// The day rule would admit but counts only the 3 admitted requests:
+	// more of it is back when floor(3 × overlap) is 2, 1 ns into the next
+	// day bucket, as for the minute (47 s on; its Retry-After).
 	// ip-second holds the previous second's request alone: 1 remaining,
 	// and floor(1 × overlap) is 0 a nanosecond into the second.
-	wantHeader(t, w, "RateLimit", `"ip-second";r=1;t=1, "minute";r=0;t=88, "day";r=97;t=115188`)
+	wantHeader(t, w, "RateLimit", `"ip-second";r=1;t=1, "minute";r=0;t=48, "day";r=97;t=57588`)
+	wantHeader(t, w, "Retry-After", "48")
 	// Next second, another IP with the same key: the plan saw 2 requests.
 	f.clock.t = f.clock.t.Add(time.Second)
 	w = f.do(req{header: pro, remote: "198.51.100.3:1"})
-	wantHeader(t, w, "RateLimit", `"ip-second";r=1;t=2, "minute";r=7;t=90`)
+	wantHeader(t, w, "RateLimit", `"ip-second";r=1;t=2, "minute";r=7;t=50`)
 }
 
 func TestCosts(t *testing.T) {

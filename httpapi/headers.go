@@ -68,8 +68,11 @@ func nameItems(ls []config.Limit) ([]string, error) {
 }
 
 // appendRateLimit appends the RateLimit value: one item per decided rule
-// with r (remaining quota) and t (seconds until the whole quota is back,
-// rounded up). items[i] is ds[i]'s name as nameItems serialized it. The
+// with r (remaining quota) and t (seconds until more quota is back,
+// rounded up: NextAfter). Draft-10 defines t so (§4.1.2), and wants a
+// Retry-After no earlier than it (§6); the time until the whole quota is
+// back, which a sliding window's client would wait for in vain, is
+// X-RateLimit-Reset's. items[i] is ds[i]'s name as nameItems serialized it. The
 // result is byte for byte what httpsfv.Marshal produces for the same list
 // (a test checks); appending it here costs no allocation instead of dozens.
 // A rule that was not decided (a zero decision: its store failed, see
@@ -89,7 +92,7 @@ func appendRateLimit(b []byte, items []string, ds []window.Decision) []byte {
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, min(max(d.Remaining, 0), maxSFInt), 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, min(ceilDiv(d.ResetAfter, time.Second), maxSFInt), 10)
+		b = strconv.AppendInt(b, min(ceilDiv(d.NextAfter, time.Second), maxSFInt), 10)
 	}
 	return b
 }

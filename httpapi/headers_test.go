@@ -38,9 +38,10 @@ func TestRateLimitHeaderMatchesHTTPSFV(t *testing.T) {
 				Remaining:  rng.Int64N(config.MaxLimit + 1),
 				ResetAfter: time.Duration(rng.Int64N(int64(400 * 24 * time.Hour))),
 			}
+			ds[i].NextAfter = time.Duration(rng.Int64N(int64(ds[i].ResetAfter) + 1))
 			it := httpsfv.NewItem(ls[i].Name)
 			it.Params.Add("r", ds[i].Remaining)
-			it.Params.Add("t", ceilDiv(ds[i].ResetAfter, time.Second))
+			it.Params.Add("t", ceilDiv(ds[i].NextAfter, time.Second))
 			list = append(list, it)
 		}
 		want, err := httpsfv.Marshal(list)
@@ -113,9 +114,9 @@ func TestSetHeadersAllocatesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	ds := []window.Decision{
-		{Allowed: true, Rule: ls[0].Name, Limit: 1_000_000, Remaining: 999_990, ResetAfter: time.Second},
-		{Allowed: true, Rule: ls[1].Name, Limit: 6_000_000, Remaining: 5_999_990, ResetAfter: 51 * time.Second},
-		{Allowed: true, Rule: ls[2].Name, Limit: 9_000_000, Remaining: 8_999_990, ResetAfter: 57_591 * time.Second},
+		{Allowed: true, Rule: ls[0].Name, Limit: 1_000_000, Remaining: 999_990, ResetAfter: 2 * time.Second, NextAfter: time.Second},
+		{Allowed: true, Rule: ls[1].Name, Limit: 6_000_000, Remaining: 5_999_990, ResetAfter: 81 * time.Second, NextAfter: 51 * time.Second},
+		{Allowed: true, Rule: ls[2].Name, Limit: 9_000_000, Remaining: 8_999_990, ResetAfter: 100_791 * time.Second, NextAfter: 57_591 * time.Second},
 	}
 	policy := policyHeader(items, ls)
 	now := time.Unix(1_800_000_000, 0)
@@ -131,7 +132,7 @@ func TestSetHeadersAllocatesOnce(t *testing.T) {
 		"Ratelimit":             `"per-second-burst";r=999990;t=1, "per-minute-quota";r=5999990;t=51, "per-day-quota";r=8999990;t=57591`,
 		"X-Ratelimit-Limit":     "1000000",
 		"X-Ratelimit-Remaining": "999990",
-		"X-Ratelimit-Reset":     "1800000001",
+		"X-Ratelimit-Reset":     "1800000002", // the whole quota back: ResetAfter
 	}
 	for k, v := range want {
 		if got := hd[k]; len(got) != 1 || got[0] != v {

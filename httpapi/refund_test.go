@@ -67,9 +67,9 @@ func TestRefusedRequestCountsNowhere(t *testing.T) {
 		{"refunded", false, false, 429, `"ip-min";r=1;t=50, "sec";r=0;t=1`, 1, true},
 		{"shadow counts as if it blocked", false, true, 200, `"ip-min";r=1;t=50, "sec";r=0;t=1`, 1, true},
 		// The ip rule keeps the count and decides the retry on it: it
-		// would deny now, so Retry-After waits for it (50 s), not only for
-		// the plan (2 s).
-		{"count_denied keeps it", true, false, 429, `"ip-min";r=0;t=80, "sec";r=0;t=2`, 2, true},
+		// would deny now, so Retry-After waits for it (50 s, its t), not
+		// only for the plan (2 s).
+		{"count_denied keeps it", true, false, 429, `"ip-min";r=0;t=50, "sec";r=0;t=2`, 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			local := memstore.New()

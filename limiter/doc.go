@@ -25,8 +25,8 @@
 // The limiter reads no clock: every Check takes now. A clock that steps
 // backwards by up to a minute is held at the newest time seen (to the
 // millisecond: within the newest millisecond a check is decided at its own
-// time, in the same buckets), and RetryAfter and ResetAfter then count
-// from now, the step included. A check that read the clock before a
+// time, in the same buckets), and RetryAfter, ResetAfter and NextAfter
+// then count from now, the step included. A check that read the clock before a
 // concurrent one read a time in a later bucket, and counted after it, is
 // taken back and decided again at that time, as if it had read the clock
 // after: neither saw the other's count. A limiter that serves one request

@@ -177,8 +177,8 @@ type Result struct {
 	Cached bool
 	// At is the time the rules were decided at: the check's now, or the
 	// newest time the limiter had seen when the clock went backwards.
-	// RetryAfter and ResetAfter count from now all the same. Refund takes
-	// it to find the buckets the check counted in.
+	// RetryAfter, ResetAfter and NextAfter count from now all the same.
+	// Refund takes it to find the buckets the check counted in.
 	At time.Time
 }
 
@@ -275,7 +275,7 @@ func (l *Limiter) Check(ctx context.Context, now time.Time, id string, rules []R
 }
 
 // CheckInto is Check writing into *res, for callers that keep a Result
-// around: a Result is some 660 bytes, and copying it is a measurable share
+// around: a Result is some 760 bytes, and copying it is a measurable share
 // of a check.
 func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules []Rule, cost int64, res *Result) error {
 	if st := l.single(rules, cost); st != nil {
@@ -293,7 +293,7 @@ func (l *Limiter) CheckInto(ctx context.Context, now time.Time, id string, rules
 // decision (Result.Decision), as a caller of a client-side limiter's
 // Allow or Take does: the verdict, the deciding rule's limit, remaining,
 // ResetAfter and RetryAfter. It counts exactly as Check does, without the
-// Result (some 660 bytes, a decision per rule) that Check has to zero and
+// Result (some 760 bytes, a decision per rule) that Check has to zero and
 // copy.
 func (l *Limiter) Decide(ctx context.Context, now time.Time, id string, rules []Rule, cost int64) (window.Decision, error) {
 	var d window.Decision
@@ -564,7 +564,7 @@ func later(d *window.Decision, step time.Duration) {
 	if step <= 0 {
 		return
 	}
-	for _, w := range [2]*time.Duration{&d.RetryAfter, &d.ResetAfter} {
+	for _, w := range [3]*time.Duration{&d.RetryAfter, &d.ResetAfter, &d.NextAfter} {
 		if *w > 0 {
 			*w = min(*w, window.Never-step) + step
 		}
@@ -839,7 +839,8 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		}
 		d, cur := &res.Rules[i], saturated(sc.cur[i], cost)
 		if d.Allowed {
-			// Used, Remaining and ResetAfter already count the cost.
+			// Used, Remaining, ResetAfter and NextAfter already count
+			// the cost.
 			d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
 			d.Allowed = d.RetryAfter == 0
 			continue
@@ -848,6 +849,7 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
 		d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
 		d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
+		d.NextAfter = min(r.Wait(now, sc.prev[i], cur, r.NextBound(d.Used)), d.RetryAfter)
 	}
 	return uncounted
 }
@@ -862,8 +864,8 @@ func saturated(count, cost int64) int64 {
 }
 
 // uncount fixes the decisions of the rules that admitted a request another
-// rule denied: the request was not counted, so their Used, Remaining and
-// ResetAfter are those of the state without it.
+// rule denied: the request was not counted, so their Used, Remaining,
+// ResetAfter and NextAfter are those of the state without it.
 func uncount(now time.Time, rules []Rule, cost int64, sc *scratch, res *Result) {
 	for i, r := range rules {
 		unadmit(&res.Rules[i], now, r.Rule, cost, sc.prev[i], sc.cur[i])
@@ -872,12 +874,13 @@ func uncount(now time.Time, rules []Rule, cost int64, sc *scratch, res *Result) 
 
 // unadmit fixes d, a rule's decision on counts prev and cur, when the
 // request was not counted after all: if the rule admitted it, Used,
-// Remaining and ResetAfter become those of the state without it.
+// Remaining, ResetAfter and NextAfter become those of the state without it.
 func unadmit(d *window.Decision, now time.Time, r window.Rule, cost, prev, cur int64) {
 	if d.Allowed {
 		d.Used -= cost
 		d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
 		d.ResetAfter = r.Wait(now, prev, cur, 0)
+		d.NextAfter = r.Wait(now, prev, cur, r.NextBound(d.Used))
 	}
 }
 

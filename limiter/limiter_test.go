@@ -993,8 +993,8 @@ func TestDenyCacheKeepsRuleSetsApart(t *testing.T) {
 }
 
 // TestClockBackwardsWaitsCountFromNow: after the clock steps back, the
-// limiter decides at the newest time it has seen, and RetryAfter and
-// ResetAfter count from the caller's now: at now+RetryAfter the request is
+// limiter decides at the newest time it has seen, and RetryAfter,
+// ResetAfter and NextAfter count from the caller's now: at now+RetryAfter the request is
 // admitted and a nanosecond earlier it is not, as at any other time.
 func TestClockBackwardsWaitsCountFromNow(t *testing.T) {
 	r := rule("minute", 5, time.Minute)
@@ -1023,9 +1023,9 @@ func TestClockBackwardsWaitsCountFromNow(t *testing.T) {
 		if !back.At.Equal(ahead) {
 			t.Errorf("deny cache %t: At = %v, want the newest time seen, %v", denyCache, back.At, ahead)
 		}
-		if back.RetryAfter != there.RetryAfter+step || back.ResetAfter != there.ResetAfter+step {
-			t.Errorf("deny cache %t: from 31 s earlier RetryAfter %v, ResetAfter %v; want %v and %v",
-				denyCache, back.RetryAfter, back.ResetAfter, there.RetryAfter+step, there.ResetAfter+step)
+		if back.RetryAfter != there.RetryAfter+step || back.ResetAfter != there.ResetAfter+step || back.NextAfter != there.NextAfter+step {
+			t.Errorf("deny cache %t: from 31 s earlier RetryAfter %v, ResetAfter %v, NextAfter %v; want %v, %v and %v",
+				denyCache, back.RetryAfter, back.ResetAfter, back.NextAfter, there.RetryAfter+step, there.ResetAfter+step, there.NextAfter+step)
 		}
 		if res := check(t, twin(), t0.Add(back.RetryAfter), "k", 1, r); !res.Allowed {
 			t.Errorf("deny cache %t: denied at now+RetryAfter", denyCache)

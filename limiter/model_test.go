@@ -141,6 +141,25 @@ func waitFor(r Rule, t time.Time, prev, cur, bound int64) time.Duration {
 
 func clampRemaining(r Rule, used int64) int64 { return min(max(r.Limit-used, 0), r.Limit) }
 
+// nextFor is the model's NextAfter: how long after t Remaining first
+// rises above remaining (its value at t on these counts) if nothing else
+// arrives; 0 when it is the whole limit already.
+func nextFor(r Rule, t time.Time, prev, cur, remaining int64) time.Duration {
+	if remaining >= r.Limit {
+		return 0
+	}
+	lo, hi := time.Duration(0), 2*r.Period // lo fails, hi holds
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if clampRemaining(r, estimateAfter(r, t, mid, prev, cur)) > remaining {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
 // decide is one rule's decision of a request of cost at t, counted (when
 // admitted) in the figures.
 func decide(r Rule, t time.Time, prev, cur, cost int64) window.Decision {
@@ -162,6 +181,12 @@ func decide(r Rule, t time.Time, prev, cur, cost int64) window.Decision {
 		counted += cost
 	}
 	d.ResetAfter = waitFor(r, t, prev, counted, 0)
+	d.NextAfter = nextFor(r, t, prev, counted, d.Remaining)
+	if !d.Allowed {
+		// No Retry-After earlier than t (draft-10 §6): a denial of cost
+		// 0 is admitted before Remaining rises.
+		d.NextAfter = min(d.NextAfter, d.RetryAfter)
+	}
 	return d
 }
 
@@ -218,11 +243,16 @@ func (m *model) check(now time.Time, id string, rules []Rule, cost int64, write 
 			d.ResetAfter = waitFor(r, at, prev[i], c, 0)
 			d.RetryAfter = waitFor(r, at, prev[i], c, r.Limit-cost)
 			d.Allowed = d.RetryAfter == 0
+			d.NextAfter = nextFor(r, at, prev[i], c, d.Remaining)
+			if !d.Allowed {
+				d.NextAfter = min(d.NextAfter, d.RetryAfter)
+			}
 		case !counted && d.Allowed:
 			// Not counted: the state without the request.
 			d.Used -= cost
 			d.Remaining = clampRemaining(r, d.Used)
 			d.ResetAfter = waitFor(r, at, prev[i], cur[i], 0)
+			d.NextAfter = nextFor(r, at, prev[i], cur[i], d.Remaining)
 		}
 	}
 	res.Decision = combine(res.All())
@@ -232,7 +262,7 @@ func (m *model) check(now time.Time, id string, rules []Rule, cost int64, write 
 			if i < res.N {
 				d = &res.Rules[i]
 			}
-			for _, w := range []*time.Duration{&d.RetryAfter, &d.ResetAfter} {
+			for _, w := range []*time.Duration{&d.RetryAfter, &d.ResetAfter, &d.NextAfter} {
 				if *w > 0 {
 					*w = min(*w, window.Never-step) + step
 				}

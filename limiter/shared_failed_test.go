@@ -39,8 +39,9 @@ func TestLocalCountedWaitsCountFromNow(t *testing.T) {
 			}
 			want := flood.Decide(ahead, 0, 0, 1)
 			want.ResetAfter += step
+			want.NextAfter += step
 			if got := res.Rules[0]; got != want {
-				t.Errorf("local rule's decision:\n\tgot  %+v\n\twant %+v (ResetAfter from now, %v before the time decided at)", got, want, step)
+				t.Errorf("local rule's decision:\n\tgot  %+v\n\twant %+v (ResetAfter and NextAfter from now, %v before the time decided at)", got, want, step)
 			}
 		})
 	}
@@ -169,6 +170,7 @@ func TestSharedUnreadWaitsOutAClockStep(t *testing.T) {
 	want := flood.Decide(t0, 0, 1, 1) // decided at the limiter's time
 	want.RetryAfter += step
 	want.ResetAfter += step
+	want.NextAfter += step
 	if res.Decision != want || res.Rules[1] != want {
 		t.Errorf("after a step back of %s: %+v (rule %+v), want %+v", step, res.Decision, res.Rules[1], want)
 	}

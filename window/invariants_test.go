@@ -62,6 +62,16 @@ func estimateAt(r window.Rule, now, later time.Time, prev, cur int64) *big.Int {
 	return refEstimate(r, later, p, c)
 }
 
+// remainingAt is the model's Remaining at later of the counts prev, cur
+// seen at now: Limit - estimate, clamped to [0, Limit].
+func remainingAt(r window.Rule, now, later time.Time, prev, cur int64) int64 {
+	left := new(big.Int).Sub(big.NewInt(r.Limit), estimateAt(r, now, later, prev, cur))
+	if left.Sign() <= 0 {
+		return 0
+	}
+	return left.Int64() // at most Limit: the estimate is not negative
+}
+
 // decideAt decides at later on the counts prev, cur seen at now, with
 // nothing arriving in between.
 func decideAt(r window.Rule, now, later time.Time, prev, cur, cost int64) window.Decision {
@@ -142,6 +152,31 @@ func checkDecide(t testing.TB, r window.Rule, now time.Time, prev, cur, cost int
 		fail("ResetAfter = %v, Wait(0) = %v", got, want)
 	}
 
+	// NextAfter is when Remaining first rises: exact, zero when nothing is
+	// used, and for a denial never after RetryAfter (draft-10 §6: a
+	// Retry-After no earlier than the RateLimit reset it goes with), which
+	// a denial of cost 0 (over the limit) has for it.
+	if d.NextAfter < 0 || d.NextAfter > d.ResetAfter {
+		fail("NextAfter %v outside [0, ResetAfter]", d.NextAfter)
+	}
+	if !d.Allowed && d.NextAfter > d.RetryAfter {
+		fail("NextAfter %v after RetryAfter %v", d.NextAfter, d.RetryAfter)
+	}
+	if d.Used == 0 && d.NextAfter != 0 {
+		fail("NextAfter %v with nothing used", d.NextAfter)
+	}
+	if !d.Allowed && c == 0 && d.NextAfter != d.RetryAfter {
+		fail("NextAfter %v of a denial of cost 0, want RetryAfter", d.NextAfter)
+	}
+	if na := d.NextAfter; d.Used > 0 && (d.Allowed || c > 0) && na != window.Never && reachable(now, na) {
+		at := now.Add(na)
+		if got := remainingAt(r, now, at, prev, after); got <= d.Remaining {
+			fail("remaining %d at now+NextAfter, want more than %d", got, d.Remaining)
+		}
+		if na > 0 && remainingAt(r, now, at.Add(-1), prev, after) != d.Remaining {
+			fail("remaining rose already 1 ns before now+NextAfter")
+		}
+	}
 	// RetryAfter is exact: at now+RetryAfter the same request is admitted;
 	// 1 ns and 1 ms earlier it is not.
 	if ra := d.RetryAfter; !d.Allowed && ra != window.Never && reachable(now, ra) {

@@ -85,6 +85,15 @@ type Decision struct {
 	// ResetAfter is how long until the estimate is back to zero (the full
 	// Limit available) if nothing else arrives.
 	ResetAfter time.Duration
+	// NextAfter is how long until Remaining next rises (the estimate falls
+	// below min(Used, Limit)) if nothing else arrives: when more quota is
+	// made available, the reset of draft-ietf-httpapi-ratelimit-headers.
+	// A sliding window gives quota back a little at a time, so ResetAfter
+	// is a client's longest wait and NextAfter its shortest. Zero when Used
+	// is zero. For a denial it is at most RetryAfter (the draft's §6 wants
+	// no Retry-After earlier): a denial of cost 0 (Used over Limit) has
+	// RetryAfter, when the estimate is back to Limit.
+	NextAfter time.Duration
 	// RetryAfter is zero when Allowed. Otherwise it is the earliest time
 	// after which the same request would be admitted if nothing else
 	// arrived: at now+RetryAfter it is admitted, a nanosecond earlier it is
@@ -149,11 +158,13 @@ func (r Rule) Decide(now time.Time, prev, cur, cost int64) (d Decision) {
 
 // DecideInto is Decide writing its decision into *d, every field of it.
 // It is for callers that keep decisions in memory (an array of them, a
-// result struct): Go returns a Decision in registers (nine on amd64), and
-// the caller stores them one word at a time and then copies the struct
-// with 16-byte loads that straddle two of those stores, which the CPU
-// cannot forward from its store buffer. Here those stalls cost about as
-// much as the decision itself (BenchmarkDecide: value against into).
+// result struct): a Decision returned is copied into them once more.
+// (When it was nine words, Go returned it in registers on amd64, and the
+// caller stored them one word at a time and then copied the struct with
+// 16-byte loads that straddle two of those stores, which the CPU cannot
+// forward from its store buffer: stalls that cost about as much as the
+// decision itself, BenchmarkDecide: value against into. With NextAfter it
+// is ten, more than amd64 returns in registers.)
 func (r Rule) DecideInto(d *Decision, now time.Time, prev, cur, cost int64) {
 	_, e := split(now.UnixNano(), int64(r.Period))
 	r.DecideAtInto(d, Pos{Elapsed: time.Duration(e)}, prev, cur, cost)
@@ -195,7 +206,18 @@ func (r Rule) DecideAtInto(d *Decision, pos Pos, prev, cur, cost int64) {
 	d.Allowed, d.Rule, d.Limit, d.Period = allowed, r.Name, r.Limit, r.Period
 	d.Used, d.Remaining = used, max(min(r.Limit-used, r.Limit), 0)
 	d.ResetAfter, d.RetryAfter = reset, retry
+	d.NextAfter = wait(prev, cur, e, p, r.NextBound(used))
+	if !allowed {
+		d.NextAfter = min(d.NextAfter, retry)
+	}
 }
+
+// NextBound is the bound of Wait that gives a Decision's NextAfter on the
+// counts whose estimate is used: one below the estimate, or below Limit
+// when the estimate is over it (Remaining stays 0 until then); 0 when used
+// is 0, whose Wait is then 0. A denial's NextAfter is no later than its
+// RetryAfter (draft-10 §6), which is sooner for a cost of 0.
+func (r Rule) NextBound(used int64) int64 { return max(min(used, r.Limit)-1, 0) }
 
 // estimate returns floor(prev × (p-e) / p) + cur for non-negative counts,
 // or math.MaxInt64 and false when the sum does not fit in an int64.
@@ -210,8 +232,9 @@ func estimate(prev, cur, e, p int64) (int64, bool) {
 // Wait returns how long after now the estimate of the given counts falls to
 // at most bound if nothing else arrives; Never when bound is negative or
 // the wait does not fit in a Duration. Negative counts count as zero.
-// Decide's RetryAfter is Wait with the bound Limit - cost, and its
-// ResetAfter Wait with the bound 0 (computed in place).
+// Decide's RetryAfter is Wait with the bound Limit - cost, its ResetAfter
+// Wait with the bound 0 (computed in place), and its NextAfter Wait with
+// the bound NextBound(Used), or RetryAfter if that is sooner.
 func (r Rule) Wait(now time.Time, prev, cur, bound int64) time.Duration {
 	p := int64(r.Period)
 	_, e := split(now.UnixNano(), p)

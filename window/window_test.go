@@ -285,6 +285,16 @@ func admitsFrom(t *testing.T, c counts, r window.Rule, at time.Time, cost int64)
 	}
 }
 
+// takeAt decides a request of cost at t0+at on the counts prev and cur of
+// r's previous and current buckets there, and returns the counts (with the
+// request's cost when admitted), the instant and the decision.
+func takeAt(r window.Rule, at time.Duration, prev, cur, cost int64) (counts, time.Time, window.Decision) {
+	now := t0.Add(at)
+	i := window.Index(now, r.Period)
+	c := counts{i - 1: prev, i: cur}
+	return c, now, c.take(r, now, cost)
+}
+
 func TestResetAfter(t *testing.T) {
 	tests := []waitCase{
 		{"nothing counted", 30 * time.Second, 0, 0, 0, 0},
@@ -302,10 +312,7 @@ func TestResetAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			now := t0.Add(tt.at)
-			i := window.Index(now, perMinute.Period)
-			c := counts{i - 1: tt.prev, i: tt.cur}
-			d := c.take(perMinute, now, tt.cost)
+			c, now, d := takeAt(perMinute, tt.at, tt.prev, tt.cur, tt.cost)
 			if got, want := d.ResetAfter, tt.want; got != want {
 				t.Fatalf("ResetAfter = %v, want %v", got, want)
 			}
@@ -317,6 +324,65 @@ func TestResetAfter(t *testing.T) {
 			}
 			if d.ResetAfter > 0 && c.estimate(perMinute, now.Add(d.ResetAfter-1)) == 0 {
 				t.Errorf("estimate is 0 already 1 ns before ResetAfter")
+			}
+		})
+	}
+}
+
+// TestNextAfter pins NextAfter, the time until Remaining next rises (the
+// RateLimit field's t), on a rule of 10 a minute, at the boundaries of
+// the floor in the estimate, and against RetryAfter: for a denial it is
+// never later (draft-ietf-httpapi-ratelimit-headers-10 §6), and for a cost
+// of 1 it is the same wait.
+func TestNextAfter(t *testing.T) {
+	r := window.Rule{Name: "minute", Limit: 10, Period: time.Minute}
+	const never = window.Never
+	tests := []struct {
+		name            string
+		at              time.Duration
+		prev, cur, cost int64
+		next, retry     time.Duration
+	}{
+		{"nothing used", 30 * time.Second, 0, 0, 0, 0, 0},
+		// floor(1 × 30 s / 60 s) = 0: nothing to give back.
+		{"previous bucket weighs nothing", 30 * time.Second, 1, 0, 0, 0, 0},
+		// the request moves into prev at the boundary and weighs 0 1 ns on.
+		{"one admitted", 30 * time.Second, 0, 0, 1, 30*time.Second + 1, 0},
+		{"admitted to 0 left", 30 * time.Second, 0, 9, 1, 30*time.Second + 1, 0},
+		// floor(10 × x / 60 s) <= 9 from 1 ns into the next bucket, <= 7
+		// once x < 48 s; the whole quota is back after 84 s.
+		{"used up, cost 1", 30 * time.Second, 0, 10, 1, 30*time.Second + 1, 30*time.Second + 1},
+		{"used up, cost 3", 30 * time.Second, 0, 10, 3, 30*time.Second + 1, 42*time.Second + 1},
+		{"cost above the limit", 30 * time.Second, 0, 10, 11, 30*time.Second + 1, never},
+		// Used 15 over a limit of 10 (lowered): Remaining rises when the
+		// estimate is 9, floor(15 × x / 60 s) <= 9 once x < 40 s, not
+		// when it is 14 (1 ns into the next bucket).
+		{"used over the limit", 30 * time.Second, 0, 15, 1, 50*time.Second + 1, 50*time.Second + 1},
+		// floor(10 × 54 s / 60 s) = 9 exactly: 8 from 1 ns later.
+		{"previous bucket on a step", 6 * time.Second, 10, 0, 0, 1, 0},
+		// floor(10 × 57 s / 60 s) = 9 until the step at 6 s.
+		{"previous bucket between steps", 3 * time.Second, 10, 0, 0, 3*time.Second + 1, 0},
+		// 5 + 2 + 1 = 8 falls to 7 when floor(10 × x / 60 s) <= 4: x < 30 s.
+		{"both buckets", 30 * time.Second, 10, 2, 1, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, now, d := takeAt(r, tt.at, tt.prev, tt.cur, tt.cost)
+			if d.NextAfter != tt.next || d.RetryAfter != tt.retry {
+				t.Fatalf("%+v: NextAfter, RetryAfter = %v, %v; want %v, %v", d, d.NextAfter, d.RetryAfter, tt.next, tt.retry)
+			}
+			if !d.Allowed && d.NextAfter > d.RetryAfter {
+				t.Errorf("denied with NextAfter %v after RetryAfter %v", d.NextAfter, d.RetryAfter)
+			}
+			if d.Used == 0 {
+				return
+			}
+			left := func(at time.Time) int64 { return max(r.Limit-c.estimate(r, at), 0) }
+			if got := left(now.Add(d.NextAfter)); got <= d.Remaining {
+				t.Errorf("remaining %d at now+NextAfter, want more than %d", got, d.Remaining)
+			}
+			if got := left(now.Add(d.NextAfter - 1)); got != d.Remaining {
+				t.Errorf("remaining %d 1 ns before now+NextAfter, want %d", got, d.Remaining)
 			}
 		})
 	}

@@ -22,7 +22,7 @@ var (
 func floor(r window.Rule, now time.Time, prev, cur, cost int64) window.Decision {
 	used := prev/2 + cur + cost
 	return window.Decision{Allowed: true, Rule: r.Name, Limit: r.Limit, Period: r.Period,
-		Used: used, Remaining: r.Limit - used, ResetAfter: 87142857143}
+		Used: used, Remaining: r.Limit - used, ResetAfter: 87142857143, NextAfter: 1}
 }
 
 //go:noinline
@@ -30,6 +30,7 @@ func floorInto(d *window.Decision, r window.Rule, now time.Time, prev, cur, cost
 	used := prev/2 + cur + cost
 	d.Allowed, d.Rule, d.Limit, d.Period = true, r.Name, r.Limit, r.Period
 	d.Used, d.Remaining, d.ResetAfter, d.RetryAfter = used, r.Limit-used, 87142857143, 0
+	d.NextAfter = 1
 }
 
 // BenchmarkDecide runs each floor and its decision in one process, one
