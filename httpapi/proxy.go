@@ -16,7 +16,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -65,14 +64,6 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 	// origin's validators (ETag) for the gzip one, and the proxy paid for
 	// the decoding.
 	tr.DisableCompression = true
-	dial := tr.DialContext
-	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &heldConn{Conn: c, closed: make(chan struct{})}, nil
-	}
 	errorLog := stdlog.New(io.Discard, "", 0)
 	if log != nil {
 		errorLog = stdlog.New(warnWriter{log}, "", 0)
@@ -472,81 +463,6 @@ func forwardedFor(addr netip.Addr) string {
 		return `for="[` + addr.String() + `]"`
 	}
 	return "for=" + addr.String()
-}
-
-// heldConn is a connection to the origin whose writes that fail because
-// the origin reset the connection or stopped reading (ECONNRESET, EPIPE)
-// return only once the transport has closed it: by then its reader has
-// taken what the origin sent, an answer or none. An origin that answers
-// an upload before reading it (a 413 over its body limit, a 401) and
-// closes the connection resets it with the upload unread; the proxy's
-// next write fails, and Go's transport, which returns the first of the
-// write's error and the answer it read, returned the error about one
-// time in two: a 502 for an answer the origin gave. The transport closes
-// a connection once its answer's body is read (it cannot be reused with
-// its request unwritten), or once its read fails, which a reset
-// connection's does at once. Other errors, a timeout (the write bound of
-// --origin-timeout) among them, are returned as they come.
-//
-// A write is held only until a read of the connection fails too (its
-// reader has then taken all the origin sent), and for heldMax at most:
-// ReverseProxy closes an upgraded connection (a WebSocket) whose origin
-// ended its side only once the other direction's write has returned, and
-// crypto/tls's Close writes its close_notify alert before it closes the
-// connection. Held until the Close, either waited for ever: a goroutine,
-// a socket and, for TLS, the transport's lock of the connection, under
-// which its idle pool asks whether the connection is broken, so that one
-// idle connection the origin reset stopped every request after it.
-type heldConn struct {
-	net.Conn
-	closed chan struct{}
-	once   sync.Once
-	// halfClosed: CloseWrite ended the writing side (an upgraded
-	// connection's client ended its own), after which a write fails
-	// with nothing to wait for.
-	halfClosed atomic.Bool
-}
-
-func (c *heldConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
-	if err != nil && !c.halfClosed.Load() && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)) {
-		t := time.NewTimer(heldMax)
-		select {
-		case <-c.closed:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	return n, err
-}
-
-// heldMax bounds a held write: a reader takes an answer the origin sent
-// before its reset well within it.
-const heldMax = time.Second
-
-// Read ends the hold of writes when it fails: the reader has taken all
-// the origin sent.
-func (c *heldConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if err != nil {
-		c.once.Do(func() { close(c.closed) })
-	}
-	return n, err
-}
-
-func (c *heldConn) Close() error {
-	c.once.Do(func() { close(c.closed) })
-	return c.Conn.Close()
-}
-
-// CloseWrite passes TCP's half-close on, which ReverseProxy makes for an
-// upgraded connection (a WebSocket) whose client ended its side.
-func (c *heldConn) CloseWrite() error {
-	c.halfClosed.Store(true)
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return fmt.Errorf("httpapi: close write of the origin connection: %w", http.ErrNotSupported)
 }
 
 // warnWriter turns the lines of a standard logger into WARN records.

@@ -36,10 +36,11 @@ func (c *closeSignal) Close() error {
 // body is still coming (the transport is not writing), has its answer
 // passed on and its connection closed.
 // crypto/tls's Close sends a close_notify alert when no write is in
-// flight; written to a connection the origin reset, that write failed,
-// and heldConn held it until the connection was closed, which was that
-// very Close: the transport's reader stayed in it for ever, holding the
-// connection's lock, and the writer after it.
+// flight; written to a connection the origin reset, that write fails. A
+// connection wrapper that held such failed writes until the connection
+// was closed (d9d9153, reverted) held it in that very Close: the
+// transport's reader stayed in it for ever, holding the connection's
+// lock, and the writer after it.
 func TestProxyTLSOriginAnswersBeforeBody(t *testing.T) {
 	p, tr := rawTLSProxy(t, func(_ int, c net.Conn, tc *tls.Conn) {
 		_, _ = io.WriteString(tc, "HTTP/1.1 413 Content Too Large\r\nConnection: close\r\nContent-Length: 9\r\n\r\ntoo large")
@@ -98,9 +99,10 @@ func (c *writeSignal) Write(p []byte) (int, error) {
 // TestProxyTLSIdleConnReset: an https origin that resets a kept-alive
 // connection while it is idle (a balancer's idle timeout, a restart)
 // leaves the proxy able to send the next request. The transport's reader
-// saw the reset and closed the connection; crypto/tls's Close wrote its
-// close_notify alert, which failed, and heldConn held that write until
-// the connection was closed: by that Close, never. The reader kept the
+// sees the reset and closes the connection; crypto/tls's Close writes its
+// close_notify alert, which fails. A wrapper that held that write until
+// the connection was closed (d9d9153, reverted) held it for ever, since
+// it was that Close that waited. The reader kept the
 // connection's lock for ever, the connection stayed among the idle ones,
 // and the next request, which asks an idle connection whether it is
 // broken under the transport's idle lock, waited for ever, and every

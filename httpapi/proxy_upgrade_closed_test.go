@@ -16,11 +16,12 @@ import (
 // ends: the proxy's write to the origin fails, and ReverseProxy closes
 // both connections. The origin's end reaches the client as a half-close
 // first (ReverseProxy waits for the other direction), and a client that
-// keeps sending (a heartbeat, a message crossing the origin's close) made
-// the proxy's write to the gone origin fail with EPIPE or ECONNRESET,
-// which heldConn held until the connection was closed: ReverseProxy
-// closes it only once that write returns, so the handler, its goroutines
-// and both sockets were held for ever, one set per such connection.
+// keeps sending (a heartbeat, a message crossing the origin's close) makes
+// the proxy's write to the gone origin fail with EPIPE or ECONNRESET. A
+// wrapper that held such a write until the connection was closed
+// (d9d9153, reverted) held it for ever: ReverseProxy closes the
+// connection only once that write returns, so the handler, its
+// goroutines and both sockets stayed, one set per such connection.
 func TestProxyUpgradeOriginGone(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

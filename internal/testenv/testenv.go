@@ -1,19 +1,17 @@
 // Package testenv is what slidegate's integration harnesses share: finding
 // the repository and its pinned npm tools, the rule that a missing real
 // component fails under CI and skips elsewhere, free loopback ports, and a
-// bounded log buffer for a child process's output, gzip for origins
-// that compress, and an origin that answers before it reads.
+// bounded log buffer for a child process's output, and gzip for origins
+// that compress.
 package testenv
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -94,34 +92,6 @@ func FreePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// EarlyOrigin starts an origin on a loopback port that answers each
-// request with answer, written as it is, as soon as it has read the
-// request's header, and closes the connection with any body unread: its
-// kernel resets the connection, as a server over its body limit does
-// (nginx's 413). It returns the origin's host:port and stop, which closes
-// it and waits for it.
-func EarlyOrigin(answer string) (addr string, stop func(), err error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("testenv: early origin: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-				_, _ = io.WriteString(c, answer)
-			}
-			c.Close()
-		}
-	}()
-	return ln.Addr().String(), func() { ln.Close(); <-done }, nil
 }
 
 // Buffer keeps the last Max bytes written to it (all of them when Max is
