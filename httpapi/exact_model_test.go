@@ -316,6 +316,11 @@ func (m *xmModel) view(t time.Time, groups []xmCheck, cost int64, admitted bool)
 					return r.limit-m.estimate(g.id, r, at) > v.remaining || !v.allowed && m.admits(g.id, r, at, cost)
 				})
 			}
+			if m.c.countDenied && v.remaining < cost && cost <= r.limit {
+				// A refused request is counted: t is when this cost
+				// fits again, not when one unit is back.
+				v.next = xmWaitUntil(t, func(at time.Time) bool { return m.admits(g.id, r, at, cost) })
+			}
 			a.rules = append(a.rules, v)
 		}
 	}

@@ -105,3 +105,45 @@ func TestRateLimitTIsMoreQuotaBack(t *testing.T) {
 		t.Errorf("%d denials, %d rules probed: the walk tests nothing", denials, probes)
 	}
 }
+
+// TestCountDeniedRateLimitClientNotStarved: under count_denied a refused
+// request is counted, so a t that names when one unit is back, not when
+// the request's cost fits, sends a client that paces itself by RateLimit
+// (it sends when every r is at least its cost, else waits the t of each
+// limit short of it) into a refusal that is counted and pushes the next
+// unit further out. With a cost of 3 on 5 a minute (and ip_limits of 7 a
+// minute) such a client was admitted twice in an hour and refused 31
+// times, each refusal counted; t of a limit left short of the cost is now
+// when the cost fits again, and the client is never refused (33 admitted,
+// one each time the cost fits).
+func TestCountDeniedRateLimitClientNotStarved(t *testing.T) {
+	cfg := testConfig(t, func(m map[string]any) {
+		m["ip_limits"] = []any{map[string]any{"name": "ip-min", "limit": 7, "window": "1m", "scope": "local"}}
+		m["plans"] = map[string]any{"free": map[string]any{"limits": []any{
+			map[string]any{"name": "minute", "limit": 5, "window": "1m"},
+			map[string]any{"name": "day", "limit": 100, "window": "24h"}}}}
+		m["api_keys"] = map[string]any{}
+		m["costs"] = []any{map[string]any{"method": "POST", "path_prefix": "/v1/search", "cost": 3}}
+		m["count_denied"] = true
+	})
+	f := newFixture(t, cfg, nil)
+	start := f.clock.t
+	admitted := 0
+	for f.clock.t.Sub(start) < time.Hour {
+		w := f.do(req{method: http.MethodPost, path: "/v1/search"})
+		if w.Code != http.StatusOK {
+			t.Fatalf("request %d at +%s: %d, RateLimit %q: a request sent when the headers said it fits", admitted+1, f.clock.t.Sub(start), w.Code, w.Header()["Ratelimit"])
+		}
+		admitted++
+		wait := time.Duration(0)
+		for _, it := range sfItems(t, "RateLimit", w.Header()["Ratelimit"]) {
+			if it.params["r"] < 3 {
+				wait = max(wait, time.Duration(it.params["t"])*time.Second)
+			}
+		}
+		f.clock.t = f.clock.t.Add(wait)
+	}
+	if admitted < 30 {
+		t.Errorf("%d admitted in an hour, want 33 (one each time the cost fits)", admitted)
+	}
+}

@@ -100,6 +100,9 @@ type Options struct {
 	// CountDenied records the cost of denied requests too, so that a client
 	// that keeps trying stays blocked (punitive limiting). It turns the deny
 	// cache off: every denied request must reach the store to be counted.
+	// A rule left with less than the request's cost then has NextAfter the
+	// wait until that cost fits again (a denial's RetryAfter), not until
+	// one unit is back: a request sent then would be refused and counted.
 	CountDenied bool
 	// DisableDenyCache makes every check reach the store. By default an
 	// identity that shared rules found blocked is answered from memory
@@ -641,7 +644,21 @@ func (l *Limiter) group(ctx context.Context, st stores, now time.Time, id string
 	for k, i := range sc.idx[:n] {
 		// counts are as decided on: before this request's cost.
 		sc.prev[i], sc.cur[i] = counts[2*k], counts[2*k+1]
-		rules[i].DecideInto(&res.Rules[i], now, sc.prev[i], sc.cur[i], cost)
+		d := &res.Rules[i]
+		rules[i].DecideInto(d, now, sc.prev[i], sc.cur[i], cost)
+		if l.countDenied && d.Remaining < cost && d.RetryAfter != window.Never {
+			// A refused request is counted (CountDenied): a rule left
+			// short of cost has t when cost fits again. When one unit
+			// was back, a client pacing itself by r and t sent a request
+			// that was refused and, counted, pushed the next unit
+			// further out, for ever. A denial's wait is its RetryAfter
+			// (punish decides it again on the counts with the request);
+			// an admission's is that wait on the counts with it.
+			d.NextAfter = d.RetryAfter
+			if d.Allowed {
+				d.NextAfter = rules[i].Wait(now, sc.prev[i], sc.cur[i]+cost, rules[i].Limit-cost)
+			}
+		}
 	}
 	return ok, nil
 }
@@ -849,7 +866,10 @@ func (l *Limiter) punish(ctx context.Context, now time.Time, id string, rules []
 		d.Remaining = min(max(r.Limit-d.Used, 0), r.Limit)
 		d.RetryAfter = r.Wait(now, sc.prev[i], cur, r.Limit-cost)
 		d.ResetAfter = r.Wait(now, sc.prev[i], cur, 0)
-		d.NextAfter = min(r.Wait(now, sc.prev[i], cur, r.NextBound(d.Used)), d.RetryAfter)
+		d.NextAfter = d.RetryAfter // when cost fits: see group
+		if d.NextAfter == window.Never {
+			d.NextAfter = r.Wait(now, sc.prev[i], cur, r.NextBound(d.Used))
+		}
 	}
 	return uncounted
 }

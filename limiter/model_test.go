@@ -254,6 +254,15 @@ func (m *model) check(now time.Time, id string, rules []Rule, cost int64, write 
 			d.ResetAfter = waitFor(r, at, prev[i], cur[i], 0)
 			d.NextAfter = nextFor(r, at, prev[i], cur[i], d.Remaining)
 		}
+		if m.countDenied && d.Remaining < cost && cost <= r.Limit {
+			// A request refused is counted: t is when this cost fits
+			// again on the counts left, not when one unit is back.
+			left := cur[i]
+			if counted {
+				left += cost
+			}
+			d.NextAfter = waitFor(r, at, prev[i], left, r.Limit-cost)
+		}
 	}
 	res.Decision = combine(res.All())
 	if step := at.Sub(now); step > 0 {

@@ -92,7 +92,9 @@ type Decision struct {
 	// is a client's longest wait and NextAfter its shortest. Zero when Used
 	// is zero. For a denial it is at most RetryAfter (the draft's §6 wants
 	// no Retry-After earlier): a denial of cost 0 (Used over Limit) has
-	// RetryAfter, when the estimate is back to Limit.
+	// RetryAfter, when the estimate is back to Limit. (Package limiter's
+	// CountDenied makes it, for a rule left short of the request's cost,
+	// the wait until that cost fits.)
 	NextAfter time.Duration
 	// RetryAfter is zero when Allowed. Otherwise it is the earliest time
 	// after which the same request would be admitted if nothing else
