@@ -29,7 +29,8 @@ import (
 // refused request counted nowhere unless count_denied (and then by every
 // rule that decided it, the plan not at all when ip_limits refused). Every
 // rule is then reported on the counts the request left: r is limit minus
-// the estimate, t the wait until the estimate is zero, and a refused
+// the estimate, t the wait until r rises (under count_denied, for a rule
+// left short of the request's cost, until that cost fits), and a refused
 // request's Retry-After the wait until every rule admits it again.
 
 // xmPeriods are the windows the configurations draw from: ones that divide
