@@ -140,9 +140,10 @@ func checkConfig(args []string, stdout, stderr io.Writer) error {
 
 // warnCarrierSize warns when the configuration data, valid, is too large
 // as one line of JSON for the Lambda's environment or the Worker's
-// variable, or as it is for a Worker's secret put from the file: serve takes it, but the deployment there fails (the stack
-// update is rolled back; wrangler deploy is refused), which check-config,
-// the check the docs advise before a deployment, said nothing of.
+// variable, or as it is for a Worker's secret put from the file: serve
+// takes it, but the deployment there fails (the stack update is rolled
+// back; wrangler deploy is refused), which check-config, the check the
+// docs advise before a deployment, said nothing of.
 func warnCarrierSize(stderr io.Writer, path string, data []byte) {
 	var line bytes.Buffer
 	if json.Compact(&line, bytes.TrimPrefix(data, []byte("\ufeff"))) != nil {
