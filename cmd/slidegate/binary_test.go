@@ -128,9 +128,16 @@ func (c *child) wait(t *testing.T) error {
 // waitOutput waits (bounded) until the process has printed s.
 func (c *child) waitOutput(t *testing.T, s string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(c.stdout.String(), s); {
+	waitPrinted(t, c.stdout, s)
+}
+
+// waitPrinted waits (bounded) until out, a process's standard output or
+// error, holds s.
+func waitPrinted(t *testing.T, out *testenv.Buffer, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), s); {
 		if time.Now().After(deadline) {
-			t.Fatalf("slidegate did not print %q: %q", s, c.stdout.String())
+			t.Fatalf("slidegate did not print %q: %q", s, out.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestServeStandardLogIsJSON: what Go's HTTP transport writes to the
@@ -32,12 +31,7 @@ func TestServeStandardLogIsJSON(t *testing.T) {
 	if res, body := dial(t, strings.TrimPrefix(c.base, "http://")).get("/items", "X-API-Key: "+bigKey+"\r\n"); res.StatusCode != http.StatusOK || body != "hi" {
 		t.Fatalf("answer %d %q", res.StatusCode, body)
 	}
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(c.stderr.String(), "Unsolicited response"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("no line about the origin's extra bytes: %q", c.stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitPrinted(t, c.stderr, "Unsolicited response") // the line about the origin's extra bytes
 	for line := range strings.Lines(c.stderr.String()) {
 		var m struct{ Level, Msg string }
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
