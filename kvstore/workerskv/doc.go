@@ -38,7 +38,8 @@
 // sweep (every 10 s, on any request; every second while more than maxAdopt
 // wait) restarts a flush that stopped with counts unwritten (after three
 // failed writes, or out of time). The sweep also takes over the writes
-// other requests run (up to maxAdopt counters), which then linger for new
+// other requests run (up to maxAdopt counters, not those a sweep of the
+// last 10 s took on, an older sweep's first), which then linger for new
 // counts and follow each counter into its next bucket when that starts: a
 // request keeps its Go instance alive while it runs writes, and left with
 // each client's own requests they kept one instance alive per busy client.

@@ -629,31 +629,48 @@ func (s *Store) write(ctx context.Context, key string, gen, total int64, expires
 }
 
 // sweep drops expired cells every sweepEvery (FlushInterval while more than
-// maxAdopt stopped flushes wait), and at once when the clock went
+// maxAdopt counters are left to take on), and at once when the clock went
 // backwards. It returns the counters of this isolate whose writes it
 // has made the calling request at ms run (adopt): first those a flush
 // stopped before writing everything (after failed writes, or at the end of
 // its request's time), then, up to maxAdopt in all, those whose writes
-// another request runs, with counts to write or lingering. That request
-// stops them at its next step (the counter's Owner is no longer its own),
-// and its Go instance can end: the writes of the isolate's busy clients
-// gather in the request that swept last.
+// another request runs, with counts to write or lingering (those an older
+// sweep took on first; not those a sweep of the last sweepEvery did), or
+// of a busy client written a moment ago. The request that ran them stops them
+// at its next step (the counter's Owner is no longer its own), and its Go
+// instance can end: the writes of the isolate's busy clients gather in
+// the requests that swept last, one for each maxAdopt counters.
 func (s *Store) sweep(c Cells, ms int64) []string {
-	var stopped, owned []string
+	var stopped, aged, owned []string
 	sweep(c, sweepKey, ms, func(key string, cell Cell) {
 		switch {
 		case !strings.HasPrefix(key, KeyPrefix) || !adoptable(cell, ms):
-		case cell.Owner == 0:
+		case cell.Owner == 0 && cell.N != cell.Flushed:
 			stopped = append(stopped, key)
-		default:
+		case cell.Owner == 0 || !swept(c, cell.Owner):
+			// Run by a client's own request, or written a moment ago
+			// (adoptable), which its next request would run.
 			owned = append(owned, key)
+		case cell.Owner <= ms-sweepEvery || cell.Owner > ms:
+			// Taken on by an older sweep (or one the clock has since
+			// stepped back past): first, before its writes stop at
+			// its flushBudget and go back to each client's own
+			// requests.
+			aged = append(aged, key)
 		}
+		// Taken on by a sweep of the last sweepEvery, they are left
+		// there: taken again, they were the same maxAdopt each time,
+		// and the busy clients past them each kept the request that
+		// counted last alive for its writes, a Go instance each.
 	})
-	if len(stopped) > maxAdopt && (s.held > 0 || s.freeHolder(c, ms) != "") {
+	owned = append(aged, owned...)
+	if len(stopped)+len(owned) > maxAdopt && (s.held > 0 || s.freeHolder(c, ms) != "") {
 		// The next request sweeps again a second from now, with KV
-		// operations of its own, for the stopped flushes left behind: one
-		// sweep every 10 s restarted 30, and after an outage of KV the
-		// counts of quiet clients expired before their turn. Not while
+		// operations of its own, for the counters left behind: one
+		// sweep every 10 s restarted 30 stopped flushes, and after an
+		// outage of KV the counts of quiet clients expired before their
+		// turn; it took on the writes of 30 busy counters, and 30 busy
+		// clients of two rules held up to 34 Go instances. Not while
 		// every holder is taken (KV answers slowly): this request could
 		// write none of them, nor could the next, and each sweep reads
 		// every cell.
@@ -661,6 +678,9 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 	}
 	adopted := append(stopped, owned...)
 	adopted = adopted[:min(len(adopted), maxAdopt)]
+	if len(adopted) > 0 {
+		c.Set(sweptKey(ms), Cell{At: ms, Expires: ms + flushBudget})
+	}
 	for _, key := range adopted {
 		cell, _ := c.Get(key)
 		cell.Owner = ms
@@ -669,14 +689,29 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 	return adopted
 }
 
+// sweptKey names the cell that marks the request that started at ms as one
+// whose sweep took on counters (Store.sweep), for as long as it may run
+// their writes (flushBudget).
+func sweptKey(ms int64) string { return "swept|" + strconv.FormatInt(ms, 10) }
+
+// swept reports whether the request that started at owner took on counters
+// by its sweep.
+func swept(c Cells, owner int64) bool {
+	_, ok := c.Get(sweptKey(owner))
+	return ok
+}
+
 // adoptable reports whether the sweep of a request at ms takes over the
 // writes of a counter: it has counts to write, or its writes linger in
-// another request, and no write of it is in flight. A counter that has
+// another request, or it has counted more than once and was written within
+// FlushInterval (a busy client between two writes, whose next request
+// would run the next one and stay alive for it; a made-up key counted once
+// is not taken on), and no write of it is in flight. A counter that has
 // never counted (made by follow for a client's first counts in a bucket
 // that has just started) stays where it is: at a bucket's end, taken with
 // the counters of the bucket before, they went past maxAdopt.
 func adoptable(c Cell, ms int64) bool {
-	return (c.N != c.Flushed || c.Owner != 0 && c.N != 0) && c.Owner != ms &&
+	return (c.N != c.Flushed || c.Owner != 0 && c.N != 0 || c.N > 1 && ms-c.At < flushMs) && c.Owner != ms &&
 		(c.Busy == 0 || ms-c.Busy >= staleBusy || ms < c.Busy)
 }
 
