@@ -170,8 +170,74 @@ func hashKey(key string, sum *[sha256.Size]byte) {
 			base64.StdEncoding.Encode(b[len(b)-4:], raw[:n])
 		}
 	}
+	// A JWT ("eyJ", the base64url of `{"`, begins its header), alone or
+	// after a scheme: its signature is read as its bytes (jwsSig).
+	b = jwsSig(b)
 	*sum = sha256.Sum256(b)
 }
+
+// jwsSig returns key, with its last segment a JWT's signature (a JWE's
+// tag) if it is a JWT alone or after a scheme ("eyJ", the base64url of
+// `{"`, begins its header), spelled as base64url spells its bytes: the
+// JWT libraries verify the bytes, and decode them leniently. Go's
+// (golang-jwt, by default) ignores the spare bits of the last character,
+// and Python's (PyJWT) and Node's Buffer (jsonwebtoken's RS and ES
+// algorithms) also read "+" and "/" as "-" and "_", skip characters
+// outside the alphabet and stop at a "=" that ends a quantum: counted as
+// written, a client whose token had used its quota sent it with one more
+// "!!!!", or its spare bits set otherwise, and was a fresh client the
+// origin served as the token. A spelling a strict decoder refuses is
+// counted with the token it spells, whose holder sent it. A token as its
+// issuer spells it is spelled the same, so api_keys entries of tokens
+// still match. The respelling is a copy, made for every JWT (1 to 10 KB
+// a request): skipping it for a token its issuer spelled cost the
+// Worker's bundle some 80 bytes more.
+func jwsSig(key []byte) []byte {
+	i, j := 0, 0 // where the last segment and the token begin
+	for k, c := range key {
+		switch {
+		case c == '.':
+			i = k + 1
+		case c == ' ' && j == 0:
+			j = k + 1
+		}
+	}
+	if t := key[j:]; i < j+4 || len(t) < 3 || string(t[:3]) != "eyJ" {
+		return key
+	}
+	b := key[:i:i]  // the respelling: appended to, a copy
+	last := byte(0) // the value of its last character
+	for _, c := range key[i:] {
+		v := b64Values[c]
+		if v == 128 && (len(b)-i)%4 >= 2 {
+			break // the quantum is whole: the rest is not read
+		}
+		if v < 128 {
+			last = v & 63
+			b = append(b, b64url[last])
+		}
+	}
+	switch r := uint(len(b)-i) % 4; r {
+	case 1:
+		return key // no base64
+	case 2, 3:
+		b[len(b)-1] = b64url[last&^spare[r]&63]
+	}
+	return b
+}
+
+// b64Values holds the value of each character of base64url, that of "+"
+// and "/" (base64's for "-" and "_") plus 64, 128 for "=", and 255 for
+// any other byte.
+const b64Values = "\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7e\xff\x3e\xff\x7f\x34\x35\x36\x37\x38\x39\x3a\x3b\x3c\x3d\xff\xff\xff\x80\xff\xff\xff\x00\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c\x0d\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\xff\xff\xff\xff\x3f\xff\x1a\x1b\x1c\x1d\x1e\x1f\x20\x21\x22\x23\x24\x25\x26\x27\x28\x29\x2a\x2b\x2c\x2d\x2e\x2f\x30\x31\x32\x33\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"
+
+// spare holds the spare bits of the last character of base64 whose last
+// quantum has as many characters as the index: 4 after 2 characters, 2
+// after 3 (and every bit after 1, which no base64 ends with).
+const spare = "\x00\x3f\x0f\x03"
+
+// b64url is base64url's alphabet.
+const b64url = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 
 // hexSum writes sum in lower-case hex to out (2*sha256.Size bytes). Not
 // inlined: its callers are inlined at several call sites, and a copy of
