@@ -50,7 +50,8 @@
 // Every call runs under the caller's context, which carries the HTTP
 // layer's store_timeout. NewClient bounds the SDK's retries (MaxAttempts,
 // MaxBackoff), and the Store makes a retry only when the deadline leaves
-// time for its backoff and another attempt as long as the last: a
+// time for its backoff (or the wait an answer's X-Amz-Retry-After asks
+// for, when longer) and another attempt as long as the last: a
 // throttled write near the deadline returns the throttling error at once,
 // not a deadline error after the whole budget.
 //

@@ -42,6 +42,8 @@ type fault struct {
 	// DynamoDB does (ReturnValuesOnConditionCheckFailure ALL_OLD) and
 	// dynalite 4.0.0 does not.
 	oldItem bool
+	// retryAfter is the answer's X-Amz-Retry-After (milliseconds).
+	retryAfter string
 }
 
 // faultProxy is a reverse proxy on 127.0.0.1 to a dynalite endpoint that
@@ -144,6 +146,9 @@ func newFaultProxy(t *testing.T, endpoint string, inject func(op string, n int, 
 		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+		if f.retryAfter != "" {
+			w.Header().Set("X-Amz-Retry-After", f.retryAfter)
+		}
 		w.WriteHeader(f.status)
 		_, _ = io.Copy(w, bytes.NewReader(body))
 	}))
@@ -396,6 +401,51 @@ func TestNoRetryPastDeadline(t *testing.T) {
 			}
 			if n := px.count(tt.op); n != 1 {
 				t.Errorf("%d %s requests, want 1 (no retry that cannot be answered in time)", n, tt.op)
+			}
+		})
+	}
+}
+
+// TestRetryAfterHintWithinBudget: the AWS SDKs' 2026 retry behaviour
+// (opt-in with AWS_NEW_RETRIES_2026=true in the pinned SDK, announced as
+// the default from November 2026) waits before a retry for as long as the
+// answer's X-Amz-Retry-After asks, up to 5 s, not MaxBackoff. The Store
+// allowed a retry whenever MaxBackoff and another attempt fitted before
+// the deadline: a throttled write hinted to wait 10 s, under a deadline of
+// 2 s, was retried, its wait cut by the deadline, and the caller got
+// "context deadline exceeded" after the whole store_timeout, not the
+// throttling at once (what inBudget is for). A hint shorter than
+// MaxBackoff changes nothing: the write is retried.
+func TestRetryAfterHintWithinBudget(t *testing.T) {
+	t.Setenv("AWS_NEW_RETRIES_2026", "true")
+	cur := kvstore.Slot{Name: "minute", Bucket: window.Index(t0, time.Minute), Length: time.Minute}
+	tests := []struct {
+		name  string
+		hint  string // X-Amz-Retry-After, in milliseconds
+		tries int    // UpdateItem requests the call makes
+	}{
+		{"hint past the deadline", "10000", 1},
+		{"hint shorter than MaxBackoff", "1", dynamostore.MaxAttempts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			throttled := fault{status: 400, code: "ThrottlingException", retryAfter: tt.hint}
+			px := newFaultProxy(t, dynalite.Shared(t).Endpoint, func(op string, _ int, _ []byte) fault {
+				if op == "UpdateItem" {
+					return throttled
+				}
+				return fault{}
+			})
+			tb := newTable(t, px.URL)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_, err := tb.store(t).AddIf(ctx, "k", []kvstore.Cond{{Slot: cur, Max: 9, Add: 1}}, make([]int64, 1))
+			var api smithy.APIError
+			if !errors.As(err, &api) || api.ErrorCode() != "ThrottlingException" || errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("AddIf = %v; want the ThrottlingException, and no deadline error", err)
+			}
+			if n := px.count("UpdateItem"); n != tt.tries {
+				t.Errorf("%d UpdateItem requests, want %d", n, tt.tries)
 			}
 		})
 	}

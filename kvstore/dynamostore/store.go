@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
@@ -351,7 +352,8 @@ func readInBudget(o *dynamodb.Options) {
 // inBudget is the retryer of one call: the retries of the one it wraps,
 // but only while the caller's deadline (store_timeout) leaves time for the
 // backoff (MaxBackoff at most, as NewClient's and the writes' retryers
-// wait) and another attempt as long as the last.
+// wait, or longer when the answer asks for it: retryWait) and another
+// attempt as long as the last.
 // A retry that cannot be answered in time is not made: the caller gets
 // the attempt's error (DynamoDB's throttling) at once. Made, the deadline
 // cut its backoff or its attempt short, and the caller got "context
@@ -373,11 +375,40 @@ func (b *inBudget) GetAttemptToken(ctx context.Context) (func(error) error, erro
 // then returns the attempt's error joined with the refusal.
 func (b *inBudget) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
 	if end, ok := ctx.Deadline(); ok {
-		if left, need := time.Until(end), MaxBackoff+time.Since(b.began); left < need {
+		if left, need := time.Until(end), retryWait(err)+time.Since(b.began); left < need {
 			return nil, fmt.Errorf("%w: %s left, a retry takes about %s", ErrNoTime, left.Round(100*time.Microsecond), need.Round(100*time.Microsecond))
 		}
 	}
 	return b.RetryerV2.GetRetryToken(ctx, err)
+}
+
+// maxHintedWait is the longest the SDK waits before a retry that an
+// answer's X-Amz-Retry-After asks for: 5 s beyond the backoff.
+const maxHintedWait = 5*time.Second + MaxBackoff
+
+// retryWait is how long the SDK may wait before retrying after err:
+// MaxBackoff, or the wait the answer's X-Amz-Retry-After header asks for
+// when that is longer. The SDK's 2026 retry behaviour (AWS_NEW_RETRIES_2026,
+// announced as the default from November 2026) honours the header up to
+// maxHintedWait whatever MaxBackoff says; taken for MaxBackoff, a hint of
+// a second under a store_timeout of 50 ms let the retry start, the
+// deadline cut its wait, and the caller got "context deadline exceeded"
+// after the whole budget instead of the throttling at once. It counts the
+// hint also where the SDK does not honour it: a retry sooner than DynamoDB
+// asked is likely throttled again.
+func retryWait(err error) time.Duration {
+	var re *awshttp.ResponseError
+	if !errors.As(err, &re) || re.Response == nil || re.Response.Response == nil {
+		return MaxBackoff
+	}
+	ms, perr := strconv.ParseInt(re.Response.Header.Get("X-Amz-Retry-After"), 10, 64)
+	switch {
+	case perr != nil || ms <= 0:
+		return MaxBackoff
+	case ms >= int64(maxHintedWait/time.Millisecond):
+		return maxHintedWait // and no overflow of a huge hint
+	}
+	return max(MaxBackoff, time.Duration(ms)*time.Millisecond)
 }
 
 // written checks that item, the answer to a write of conds, holds every
