@@ -98,14 +98,16 @@ func TestCostOfMethodAsSent(t *testing.T) {
 // an absolute-form one without a path ("POST http://api.example HTTP/1.1",
 // which RFC 9112 lets every server take) or "*" for a method other than
 // OPTIONS (which Go's server answers itself), reaches the origin at "/"
-// ("/*"): the proxy joins it to the origin URL's path with a slash. It
-// pays what that path pays. Priced on its empty path ("*"), which matches
+// ("/*", as sent: url.URL alone escapes the "*", and the origin got
+// "/%2A", which one that routes on the path as sent serves as another
+// resource than the one priced): the proxy joins it to the origin URL's
+// path with a slash. It pays what that path pays. Priced on its empty path ("*"), which matches
 // no prefix, it cost 1 where the route "/" said 3: a JSON-RPC or GraphQL
 // API served at "/" was open at a third of its price.
 func TestCostOfTargetWithoutPath(t *testing.T) {
 	var got []string
 	origin := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Method+" "+r.URL.Path)
+		got = append(got, r.Method+" "+r.RequestURI)
 	}))
 	t.Cleanup(origin.Close)
 	u, err := url.Parse(origin.URL)
@@ -125,7 +127,7 @@ func TestCostOfTargetWithoutPath(t *testing.T) {
 	for _, tt := range []struct{ target, path string }{
 		{"/", "/"},
 		{"http://api.example", "/"},
-		{"http://api.example?a=b", "/"},
+		{"http://api.example?a=b", "/?a=b"},
 		{"*", "/*"},
 	} {
 		t.Run(tt.target, func(t *testing.T) {

@@ -75,6 +75,14 @@ func NewProxy(target *url.URL, log Logger, trusted []netip.Prefix) *httputil.Rev
 			// each "%2F" of a RawPath holding a "|" into a "/"
 			// (EscapePath): the origin would serve another resource.
 			pr.Out.URL.RawPath = EscapePath(pr.Out.URL.RawPath, false)
+			if pr.Out.URL.Path == "*" && pr.Out.URL.RawPath == "" {
+				// The target "*" (Go's server takes it for a method
+				// other than OPTIONS) goes to "/*", where the
+				// pre-filter priced it: without a RawPath, url.URL
+				// escapes the "*" and the origin got "/%2A", another
+				// resource to one that routes on the path as sent.
+				pr.Out.URL.RawPath = "*"
+			}
 			pr.SetURL(target)
 			// A target of no http form ("GET http:x?q HTTP/1.1", which Go's
 			// server takes, the "x" its URL's Opaque) has no path: the
