@@ -629,7 +629,8 @@ func (s *Store) write(ctx context.Context, key string, gen, total int64, expires
 }
 
 // sweep drops expired cells every sweepEvery (FlushInterval while more than
-// maxAdopt counters are left to take on), and at once when the clock went
+// maxAdopt counters are left to take on; sooner, as the counters of the
+// oldest sweep of the last sweepEvery age), and at once when the clock went
 // backwards. It returns the counters of this isolate whose writes it
 // has made the calling request at ms run (adopt): first those a flush
 // stopped before writing everything (after failed writes, or at the end of
@@ -642,6 +643,7 @@ func (s *Store) write(ctx context.Context, key string, gen, total int64, expires
 // the requests that swept last, one for each maxAdopt counters.
 func (s *Store) sweep(c Cells, ms int64) []string {
 	var stopped, aged, owned []string
+	oldest := ms // the oldest sweep of the last sweepEvery that runs a counter
 	sweep(c, sweepKey, ms, func(key string, cell Cell) {
 		switch {
 		case !strings.HasPrefix(key, KeyPrefix) || !adoptable(cell, ms):
@@ -657,6 +659,8 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 			// its flushBudget and go back to each client's own
 			// requests.
 			aged = append(aged, key)
+		default:
+			oldest = min(oldest, cell.Owner)
 		}
 		// Taken on by a sweep of the last sweepEvery, they are left
 		// there: taken again, they were the same maxAdopt each time,
@@ -675,6 +679,15 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 		// write none of them, nor could the next, and each sweep reads
 		// every cell.
 		c.Set(sweepKey, Cell{At: ms - sweepEvery + s.flushMs, Expires: math.MaxInt64})
+	} else if last, _ := c.Get(sweepKey); oldest < last.At {
+		// The next sweep comes as the counters of the oldest sweep of the
+		// last sweepEvery become its to take (aged), not sweepEvery
+		// after this one: past 200 busy counters, those a burst of
+		// sweeps took on first waited for the next burst, 10 s after
+		// its last sweep, and their writes stopped at flushBudget and
+		// went back to each client's own requests (51 instances for
+		// 100 busy clients of two rules).
+		c.Set(sweepKey, Cell{At: oldest, Expires: math.MaxInt64})
 	}
 	adopted := append(stopped, owned...)
 	adopted = adopted[:min(len(adopted), maxAdopt)]
