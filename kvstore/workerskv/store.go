@@ -717,14 +717,16 @@ func swept(c Cells, owner int64) bool {
 // adoptable reports whether the sweep of a request at ms takes over the
 // writes of a counter: it has counts to write, or its writes linger in
 // another request, or it has counted more than once and was written within
-// FlushInterval (a busy client between two writes, whose next request
-// would run the next one and stay alive for it; a made-up key counted once
-// is not taken on), and no write of it is in flight. A counter that has
+// FlushInterval before ms (a busy client between two writes, whose next
+// request would run the next one and stay alive for it; a made-up key
+// counted once is not taken on; a write after ms is from before a step
+// back of the clock, and each sweep took such counters on, with nothing to
+// write, until the clock caught up), and no write of it is in flight. A counter that has
 // never counted (made by follow for a client's first counts in a bucket
 // that has just started) stays where it is: at a bucket's end, taken with
 // the counters of the bucket before, they went past maxAdopt.
 func adoptable(c Cell, ms int64) bool {
-	return (c.N != c.Flushed || c.Owner != 0 && c.N != 0 || c.N > 1 && ms-c.At < flushMs) && c.Owner != ms &&
+	return (c.N != c.Flushed || c.Owner != 0 && c.N != 0 || c.N > 1 && ms-c.At < flushMs && ms >= c.At) && c.Owner != ms &&
 		(c.Busy == 0 || ms-c.Busy >= staleBusy || ms < c.Busy)
 }
 
