@@ -110,6 +110,14 @@ type Worker struct {
 // Start runs `wrangler dev` in dir (which holds wrangler.toml and build/) on
 // free 127.0.0.1 ports and waits, at most a minute, until GET readyPath
 // answers.
+//
+// The ports are port 0, which workerd and wrangler's inspector bind as the
+// kernel chooses, and the Worker's URL is the one wrangler prints once it
+// listens. A port found free by the test and handed to wrangler was bound
+// seconds later, after node and workerd had started, and on a busy machine
+// something else took it in between now and then: wrangler exited with
+// "Address already in use" and the test failed (once in twelve runs of
+// TestWorkerdOriginRefusesUpload beside the other packages' tests).
 func Start(wrangler, dir, readyPath string) (*Worker, error) {
 	return StartSharing(wrangler, dir, readyPath, "")
 }
@@ -119,26 +127,19 @@ func Start(wrangler, dir, readyPath string) (*Worker, error) {
 // isolates that see each other's KV writes at once, as two Cloudflare
 // locations would once KV has propagated.
 func StartSharing(wrangler, dir, readyPath, persist string) (*Worker, error) {
-	port, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	inspector, err := testenv.FreePort()
-	if err != nil {
-		return nil, err
-	}
 	shared := persist != ""
 	if !shared {
+		var err error
 		if persist, err = os.MkdirTemp("", "slidegate-kv-"); err != nil {
 			return nil, fmt.Errorf("workerd: %w", err)
 		}
 	}
 	w := &Worker{
-		URL: "http://127.0.0.1:" + strconv.Itoa(port), Dir: dir, Persist: persist,
+		Dir: dir, Persist: persist,
 		log: &testenv.Buffer{Max: 1 << 20}, done: make(chan struct{}), shared: shared,
 	}
-	w.cmd = exec.Command(wrangler, "dev", "--ip", "127.0.0.1", "--port", strconv.Itoa(port),
-		"--inspector-port", strconv.Itoa(inspector), "--persist-to", w.Persist, "--show-interactive-dev-session=false")
+	w.cmd = exec.Command(wrangler, "dev", "--ip", "127.0.0.1", "--port", "0",
+		"--inspector-port", "0", "--persist-to", w.Persist, "--show-interactive-dev-session=false")
 	w.cmd.Dir = dir
 	w.cmd.Env = append(os.Environ(), "WRANGLER_SEND_METRICS=false", "CI=true")
 	w.cmd.Stdout, w.cmd.Stderr = w.log, w.log
@@ -161,10 +162,19 @@ func StartSharing(wrangler, dir, readyPath, persist string) (*Worker, error) {
 			return nil, fmt.Errorf("%w: it exited:\n%s", ErrNotReady, w.Log())
 		default:
 		}
-		if res, err := client.Get(w.URL + readyPath); err == nil {
-			res.Body.Close()
-			if res.StatusCode < 500 {
-				return w, nil
+		if w.URL == "" {
+			if m := readyLine.FindStringSubmatch(w.Log()); m != nil {
+				w.URL = m[1]
+			}
+		}
+		// Until wrangler prints the port workerd listens on, there is
+		// nothing to ask.
+		if w.URL != "" {
+			if res, err := client.Get(w.URL + readyPath); err == nil {
+				res.Body.Close()
+				if res.StatusCode < 500 {
+					return w, nil
+				}
 			}
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -209,6 +219,10 @@ func (w *Worker) KVList(ctx context.Context, wrangler, prefix string) ([]byte, e
 	}
 	return out.Bytes(), nil
 }
+
+// readyLine is wrangler's "[wrangler:info] Ready on http://127.0.0.1:40123",
+// printed once workerd listens; its URL holds the port the kernel chose.
+var readyLine = regexp.MustCompile(`Ready on (http://127\.0\.0\.1:[0-9]+)`)
 
 // sizeLine is wrangler's "Total Upload: 6949.82 KiB / gzip: 1945.53 KiB".
 var sizeLine = regexp.MustCompile(`Total Upload: ([0-9.]+) KiB / gzip: ([0-9.]+) KiB`)
