@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"strings"
 	"testing"
 )
@@ -142,10 +143,18 @@ func TestJWTSpelling(t *testing.T) {
 // respelledJWT reports whether key is a JWT (a token that begins "eyJ",
 // alone or after the first space, with a "." after it) whose last segment
 // is spelled otherwise than base64url spells its bytes: a byte outside
-// base64url's alphabet, or spare bits set in its last character. Such a
+// base64url's alphabet (a space after a JWT alone among them), a last
+// character alone in its quantum, or spare bits set in its last character. Such a
 // key hashes as the spelling of the bytes (jwsSig); an issuer's token, in
 // an api_keys entry of an earlier release, is none.
 func respelledJWT(key string) bool {
+	k := textproto.TrimString(key)
+	if strings.IndexByte(k, ',') >= 0 {
+		k = joinElements(k)
+	}
+	if s := strings.IndexAny(k, " \t"); strings.HasPrefix(k, "eyJ") && s > 0 && strings.Contains(k[:s], ".") && !strings.Contains(k[s:], ".") {
+		return true // a JWT alone: the space is in its signature
+	}
 	form := formBeforeUnicodeSpace(key)
 	tok := form[strings.IndexByte(form, ' ')+1:]
 	dot := strings.LastIndexByte(tok, '.')
@@ -158,9 +167,83 @@ func respelledJWT(key string) bool {
 			return true
 		}
 	}
-	if r := len(sig) % 4; r >= 2 {
+	if r := len(sig) % 4; r == 1 {
+		return true // its last character alone is dropped
+	} else if r >= 2 {
 		b, err := base64.RawURLEncoding.DecodeString(sig[len(sig)-r:])
 		return err == nil && base64.RawURLEncoding.EncodeToString(b) != sig[len(sig)-r:]
 	}
 	return false
+}
+
+// nodeSig decodes a JWT's signature segment as Node's Buffer.from(s,
+// "base64") and Buffer.from(s, "base64url") do (jsonwebtoken's ES and RS
+// algorithms through jwa and ecdsa-sig-formatter, jose's on Node): both
+// alphabets, other characters skipped, the rest after any "=" not read,
+// and a last character alone in its quantum ignored (checked with Node
+// 20).
+func nodeSig(s string) []byte {
+	var clean []byte
+	for i := 0; i < len(s) && s[i] != '='; i++ {
+		if v := b64Values[s[i]]; v < 128 {
+			clean = append(clean, b64url[v&63])
+		}
+	}
+	if len(clean)%4 == 1 {
+		clean = clean[:len(clean)-1]
+	}
+	b, _ := base64.RawURLEncoding.DecodeString(string(clean))
+	return b
+}
+
+// TestJWTLoneLastCharacter: a signature of 48, 96 or 132 bytes (HS384,
+// ES384, ES512, RSA with a 3072-bit key) is a whole number of base64
+// quanta; Node's Buffer ignores one more character after it, and
+// jsonwebtoken's check of the token's characters lets any of base64url's
+// through. Hashed as written (a last segment of 4n+1 characters is no
+// base64), the token with one more character was a fresh client, 64 of
+// them with jsonwebtoken and without end with more characters Node skips.
+func TestJWTLoneLastCharacter(t *testing.T) {
+	enc := base64.RawURLEncoding
+	sig := make([]byte, 96)
+	for i := range sig {
+		sig[i] = byte(i * 37)
+	}
+	in := enc.EncodeToString([]byte(`{"alg":"ES384","typ":"JWT"}`)) + "." + enc.EncodeToString([]byte(`{"sub":"a"}`)) + "."
+	token := in + enc.EncodeToString(sig)
+	for _, more := range []string{"A", "_", "Q!!", "-\xa0"} {
+		if got := nodeSig(token[len(in):] + more); !hmac.Equal(got, sig) {
+			t.Fatalf("Node reads %q after the signature as %x, want %x", more, got, sig)
+		}
+		for _, key := range []string{token, "Bearer " + token} {
+			if HashKey(key+more) != HashKey(key) {
+				t.Errorf("%q after %q: another client", more, key)
+			}
+		}
+	}
+}
+
+// TestJWTAloneWithSpace: a JWT sent alone (X-API-Key: <token>) with white
+// space and characters outside base64's alphabet after its signature is
+// the token to PyJWT, which skips them (Python's lenient base64, as it
+// skips "!"), and to Node's Buffer. withScheme took the token for a scheme
+// and the rest for its credentials, lowered the token's letters, and
+// jwsSig looked for the JWT after the space: each such spelling was a
+// fresh client, without end.
+func TestJWTAloneWithSpace(t *testing.T) {
+	token, sig := testJWT("alice")
+	dot := strings.LastIndexByte(token, '.')
+	for _, more := range []string{" !!!", "\t!!!", " =x", "  \t!!!!!!!"} {
+		if got, ok := lenientSig(token[dot+1:] + more); !ok || !hmac.Equal(got, sig) {
+			t.Fatalf("Python reads %q after the signature as %x, %t; want %x", more, got, ok, sig)
+		}
+		if HashKey(token+more) != HashKey(token) {
+			t.Errorf("%q after the token: another client", more)
+		}
+	}
+	// A key whose space comes before the last "." is hashed as before:
+	// its first word is a scheme to lower.
+	if got, want := HashKey("eyJa b.c"), HashKey("eyja b.c"); got != want {
+		t.Errorf(`"eyJa b.c" hashes %s, was %s`, got, want)
+	}
 }

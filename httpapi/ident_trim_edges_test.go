@@ -190,7 +190,7 @@ func newSpace(key string) bool {
 // otherwise than base64 spells their bytes (respelledBasic), or a JWT
 // whose signature is (respelledJWT): no entry stops matching silently.
 func FuzzHashUnchanged(f *testing.F) {
-	for _, s := range []string{"k", " Bearer  abc\t", "BEARER x", "k\u00e0", "\u00e0B k", "a , b", "a\nb", "k\xe0\xa0", "X\u0105Y z", "Basic QQ==", "Bearer eyJ.e.QR", "eyJ.e.Q!Q"} {
+	for _, s := range []string{"k", " Bearer  abc\t", "BEARER x", "k\u00e0", "\u00e0B k", "a , b", "a\nb", "k\xe0\xa0", "X\u0105Y z", "Basic QQ==", "Bearer eyJ.e.QR", "eyJ.e.Q!Q", "eyJ.e.Q \tQ", "eyJ.e.QQQQR"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, key string) {

@@ -186,7 +186,11 @@ func hashKey(key string, sum *[sha256.Size]byte) {
 // outside the alphabet and stop at a "=" that ends a quantum: counted as
 // written, a client whose token had used its quota sent it with one more
 // "!!!!", or its spare bits set otherwise, and was a fresh client the
-// origin served as the token. A spelling a strict decoder refuses is
+// origin served as the token. Node's Buffer also ignores a last
+// character alone in its quantum (after a signature of 48, 96 or 132
+// bytes, which jsonwebtoken lets through), so that character is dropped;
+// and a JWT sent alone may have a space in its signature (withScheme
+// leaves it as it is). A spelling a strict decoder refuses is
 // counted with the token it spells, whose holder sent it. A token as its
 // issuer spells it is spelled the same, so api_keys entries of tokens
 // still match. The respelling is a copy, made for every JWT (1 to 10 KB
@@ -198,7 +202,7 @@ func jwsSig(key []byte) []byte {
 		switch {
 		case c == '.':
 			i = k + 1
-		case c == ' ' && j == 0:
+		case c == ' ' && j == 0 && i == 0: // a space after a dot is a signature's
 			j = k + 1
 		}
 	}
@@ -219,7 +223,7 @@ func jwsSig(key []byte) []byte {
 	}
 	switch r := uint(len(b)-i) % 4; r {
 	case 1:
-		return key // no base64
+		b = b[:len(b)-1] // Node's Buffer ignores a character alone
 	case 2, 3:
 		b[len(b)-1] = b64url[last&^spare[r]&63]
 	}
@@ -307,7 +311,10 @@ func withScheme(dst []byte, key string) []byte {
 	for k := 0; k < i && lower; k++ {
 		lower = key[k] < 'A' || key[k] > 'Z'
 	}
-	if lower || j == len(key) {
+	// A JWT alone, its dots before the space, has no scheme: lowered, it
+	// was a fresh client for each thing after a space in its signature,
+	// which PyJWT and Node's Buffer skip (jwsSig).
+	if lower || j == len(key) || strings.HasPrefix(key, "eyJ") && uint(strings.LastIndexByte(key, '.'))-1 < uint(i)-1 {
 		return as
 	}
 	for k := range i {
