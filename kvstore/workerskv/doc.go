@@ -36,7 +36,8 @@
 // request at a time, its Owner: they stop 25 s after it started, a request
 // that counts takes them over once the owner is 20 s old, and the isolate's
 // sweep (every 10 s, on any request; every second while more than maxAdopt
-// wait, and as the counters an earlier sweep took on become 10 s old)
+// wait and the sweeps of the last 10 s run half the counters they took on
+// still, and as the counters an earlier sweep took on become 10 s old)
 // restarts a flush that stopped with counts unwritten (after three
 // failed writes, or out of time). The sweep also takes over the writes
 // other requests run (up to maxAdopt counters, not those a sweep of the

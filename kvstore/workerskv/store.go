@@ -629,7 +629,8 @@ func (s *Store) write(ctx context.Context, key string, gen, total int64, expires
 }
 
 // sweep drops expired cells every sweepEvery (FlushInterval while more than
-// maxAdopt counters are left to take on; sooner, as the counters of the
+// maxAdopt counters are left to take on and the sweeps of the last
+// sweepEvery run half those they took on still; sooner, as the counters of the
 // oldest sweep of the last sweepEvery age), and at once when the clock went
 // backwards. It returns the counters of this isolate whose writes it
 // has made the calling request at ms run (adopt): first those a flush
@@ -644,9 +645,17 @@ func (s *Store) write(ctx context.Context, key string, gen, total int64, expires
 func (s *Store) sweep(c Cells, ms int64) []string {
 	var stopped, aged, owned []string
 	oldest := ms // the oldest sweep of the last sweepEvery that runs a counter
+	// The counters the sweeps of the last sweepEvery took on, and those
+	// they run still: busy clients' counters stay, a flood's are written
+	// and let go.
+	var took, held int64
 	sweep(c, sweepKey, ms, func(key string, cell Cell) {
 		switch {
-		case !strings.HasPrefix(key, KeyPrefix) || !adoptable(cell, ms):
+		case !strings.HasPrefix(key, KeyPrefix):
+			if strings.HasPrefix(key, "swept|") && ms-cell.At < sweepEvery {
+				took += cell.N
+			}
+		case !adoptable(cell, ms):
 		case cell.Owner == 0 && cell.N != cell.Flushed:
 			stopped = append(stopped, key)
 		case cell.Owner == 0 || !swept(c, cell.Owner):
@@ -661,6 +670,7 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 			aged = append(aged, key)
 		default:
 			oldest = min(oldest, cell.Owner)
+			held++
 		}
 		// Taken on by a sweep of the last sweepEvery, they are left
 		// there: taken again, they were the same maxAdopt each time,
@@ -668,7 +678,7 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 		// counted last alive for its writes, a Go instance each.
 	})
 	owned = append(aged, owned...)
-	if len(stopped)+len(owned) > maxAdopt && (s.held > 0 || s.freeHolder(c, ms) != "") {
+	if (len(stopped) > maxAdopt || len(stopped)+len(owned) > maxAdopt && 2*held >= took) && (s.held > 0 || s.freeHolder(c, ms) != "") {
 		// The next request sweeps again a second from now, with KV
 		// operations of its own, for the counters left behind: one
 		// sweep every 10 s restarted 30 stopped flushes, and after an
@@ -677,7 +687,13 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 		// clients of two rules held up to 34 Go instances. Not while
 		// every holder is taken (KV answers slowly): this request could
 		// write none of them, nor could the next, and each sweep reads
-		// every cell.
+		// every cell. For counters not stopped, only while the sweeps of
+		// the last sweepEvery run half those they took on still, as they
+		// do busy clients': a stream of new keys counted twice each (a
+		// flood, or a busy site's new visitors) kept more than maxAdopt
+		// "written a moment ago" or waiting for their second write, which
+		// the sweeps took on and let go 2 s later, and a sweep came every
+		// second for as long as the stream lasted.
 		c.Set(sweepKey, Cell{At: ms - sweepEvery + s.flushMs, Expires: math.MaxInt64})
 	} else if last, _ := c.Get(sweepKey); oldest < last.At {
 		// The next sweep comes as the counters of the oldest sweep of the
@@ -692,7 +708,7 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 	adopted := append(stopped, owned...)
 	adopted = adopted[:min(len(adopted), maxAdopt)]
 	if len(adopted) > 0 {
-		c.Set(sweptKey(ms), Cell{At: ms, Expires: ms + flushBudget})
+		c.Set(sweptKey(ms), Cell{At: ms, N: int64(len(adopted)), Expires: ms + flushBudget})
 	}
 	for _, key := range adopted {
 		cell, _ := c.Get(key)
