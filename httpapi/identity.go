@@ -176,11 +176,14 @@ func hashKey(key string, sum *[sha256.Size]byte) {
 	*sum = sha256.Sum256(b)
 }
 
-// jwsSig returns key, with its last segment a JWT's signature (a JWE's
-// tag) if it is a JWT alone or after a scheme ("eyJ", the base64url of
-// `{"`, begins its header), spelled as base64url spells its bytes: the
-// JWT libraries verify the bytes, and decode them leniently. Go's
-// (golang-jwt, by default) ignores the spare bits of the last character,
+// jwsSig returns key, with its last segment a JWT's signature if it is a
+// JWT alone or after a scheme ("eyJ", the base64url of `{"`, begins its
+// header), spelled as base64url spells its bytes. (Of a JWE that is the
+// tag alone: its encrypted key, IV and ciphertext, which decoders read as
+// bytes too, are hashed as written, so a JWE's other spellings are still
+// other clients.) The JWT libraries verify the bytes, and decode them
+// leniently. Go's (golang-jwt, by default) ignores the spare bits of the
+// last character,
 // and Python's (PyJWT) and Node's Buffer (jsonwebtoken's RS and ES
 // algorithms) also read "+" and "/" as "-" and "_", skip characters
 // outside the alphabet and stop at a "=" that ends a quantum: counted as
