@@ -39,7 +39,8 @@
 // wait and the sweeps of the last 10 s run half the counters they took on
 // still, and as the counters an earlier sweep took on become 10 s old)
 // restarts a flush that stopped with counts unwritten (after three
-// failed writes, or out of time). The sweep also takes over the writes
+// failed writes, or out of time, or whose request is gone past its 25 s:
+// its work cancelled, or a put that never answered). The sweep also takes over the writes
 // other requests run (up to maxAdopt counters, not those a sweep of the
 // last 10 s took on, an older sweep's first), which then linger for new
 // counts and follow each counter into its next bucket when that starts: a

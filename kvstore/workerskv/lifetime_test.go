@@ -270,13 +270,7 @@ func TestSweepRestartsEveryStoppedFlush(t *testing.T) {
 		}
 	}
 	s.drain(t)
-	lost := 0
-	for c := range quiet {
-		if written(kv, fmt.Sprint("quiet-", c), sl, "iso-a") != 1 {
-			lost++
-		}
-	}
-	if lost > 0 {
+	if lost := unwritten(kv, quiet, sl, 1); lost > 0 {
 		t.Errorf("%d of %d stopped counts never reached KV before they expired", lost, quiet)
 	}
 	if n := maxPutsPerSecond(kv.putLog()); n != 1 {

@@ -656,7 +656,10 @@ func (s *Store) sweep(c Cells, ms int64) []string {
 				took += cell.N
 			}
 		case !adoptable(cell, ms):
-		case cell.Owner == 0 && cell.N != cell.Flushed:
+		case cell.N != cell.Flushed && (cell.Owner == 0 || ms-cell.Owner > flushBudget):
+			// A stopped flush, or one whose request is gone past its
+			// flushBudget (its work cancelled, or a put that never
+			// answered): no request runs its counts.
 			stopped = append(stopped, key)
 		case cell.Owner == 0 || !swept(c, cell.Owner):
 			// Run by a client's own request, or written a moment ago
