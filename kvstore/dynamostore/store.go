@@ -550,8 +550,8 @@ func (s *Store) update(id string, conds []kvstore.Cond, conditional bool) (*dyna
 // of the identity sets.
 func (s *Store) keepTTL(ctx context.Context, id string, item []cell, ttl int64, got types.AttributeValue) {
 	n, err := parseNumber(TTLAttribute, got)
-	if got == nil || err != nil {
-		return // an answer without the TTL the write set: none to raise
+	if err != nil {
+		return // an answer without the TTL the write set (or nil): none to raise
 	}
 	ttl = max(ttl, n)
 	need := ttl
